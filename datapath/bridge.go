@@ -1,0 +1,237 @@
+package datapath
+
+import (
+	"slices"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath/trace"
+)
+
+// DefaultAgeingTime is the bridge FDB ageing time (`ip -d link` ageing_time
+// 300.00, in seconds).
+const DefaultAgeingTime = 300 * time.Second
+
+type fdbEntry struct {
+	port    *Device
+	local   bool // the address of a port or of the bridge: deliver up, never aged
+	static  bool
+	updated time.Duration
+}
+
+// bridge is the state of a Linux bridge device: its ports and forwarding
+// database.
+type bridge struct {
+	dev        *Device
+	ports      []*Device
+	fdb        map[MAC]*fdbEntry
+	AgeingTime time.Duration
+}
+
+// FDBEntry is one forwarding database entry as `bridge fdb show` lists it.
+type FDBEntry struct {
+	MAC    MAC
+	Port   string
+	Local  bool // "permanent": an address of the bridge or of a port
+	Static bool
+	Age    time.Duration
+}
+
+// BridgePorts returns the ports of a bridge device, in enslavement order.
+func (d *Device) BridgePorts() []*Device {
+	if d.br == nil {
+		return nil
+	}
+	return d.br.ports
+}
+
+// SetAgeingTime sets the FDB ageing time of a bridge device.
+func (d *Device) SetAgeingTime(t time.Duration) {
+	if d.br != nil {
+		d.br.AgeingTime = t
+	}
+}
+
+// FDB returns the bridge's current (not aged out) entries, sorted by port
+// then MAC.
+func (d *Device) FDB(now time.Duration) []FDBEntry {
+	if d.br == nil {
+		return nil
+	}
+	var out []FDBEntry
+	for m, e := range d.br.fdb {
+		if !e.local && !e.static && now-e.updated > d.br.AgeingTime {
+			continue
+		}
+		out = append(out, FDBEntry{MAC: m, Port: e.port.Name, Local: e.local, Static: e.static, Age: now - e.updated})
+	}
+	slices.SortFunc(out, func(a, b FDBEntry) int {
+		if a.Port != b.Port {
+			if a.Port < b.Port {
+				return -1
+			}
+			return 1
+		}
+		return slices.Compare(a.MAC[:], b.MAC[:])
+	})
+	return out
+}
+
+// lookup finds the port for dst, ageing out a stale entry.
+func (b *bridge) lookup(now time.Duration, dst MAC) (*fdbEntry, bool) {
+	e, ok := b.fdb[dst]
+	if !ok {
+		return nil, false
+	}
+	if !e.local && !e.static && now-e.updated > b.AgeingTime {
+		delete(b.fdb, dst)
+		return nil, false
+	}
+	return e, true
+}
+
+func (b *bridge) learn(w *Walk, port *Device, p *Packet, src MAC) {
+	if src.IsMulticast() || src.IsZero() {
+		return
+	}
+	now := w.e.now
+	e, ok := b.fdb[src]
+	if ok && (e.local || e.static) {
+		return
+	}
+	if ok && e.port == port {
+		e.updated = now
+		return
+	}
+	if !ok {
+		e = &fdbEntry{}
+		b.fdb[src] = e
+	}
+	e.port, e.updated = port, now
+	if p.Trace != nil {
+		w.Observe(p, trace.Observation{Node: b.dev.ns.Node, Netns: b.dev.ns.Name, Device: b.dev.Name,
+			Stage: "bridge", Action: trace.Learned, Detail: src.String() + " on port " + port.Name})
+	}
+}
+
+// input handles a frame received on port: learn the source, then deliver
+// locally, forward to one port, or flood, as br_handle_frame does.
+func (b *bridge) input(w *Walk, port *Device, p *Packet) {
+	if !b.dev.up {
+		port.drop(w, p, "bridge", ReasonDeviceDown, "bridge "+b.dev.Name+" is down")
+		return
+	}
+	src, dst := p.SrcMAC(), p.DstMAC()
+	b.learn(w, port, p, src)
+	p.Bridged = true
+	ns := b.dev.ns
+	// br_netfilter: bridged IPv4 frames traverse PREROUTING.
+	brnf := ns.Sysctl.BridgeNFCallIPTables && p.EtherType() == 0x0800
+	if dst.IsMulticast() {
+		b.flood(w, port, p, true)
+		return
+	}
+	fe, ok := b.lookup(w.e.now, dst)
+	if ok && fe.local {
+		b.up(w, p)
+		return
+	}
+	if brnf {
+		if !ns.bridgePrerouting(w, b, p) {
+			return
+		}
+		// DNAT may have turned a bridged frame into one for the host.
+		dst = p.DstMAC()
+		if fe2, ok2 := b.lookup(w.e.now, dst); ok2 && fe2.local {
+			b.up(w, p)
+			return
+		}
+		fe, ok = b.lookup(w.e.now, dst)
+	}
+	if !ok {
+		b.flood(w, port, p, false)
+		return
+	}
+	if fe.port == port && !port.Hairpin {
+		b.dev.drop(w, p, "bridge", ReasonHairpin, "destination "+dst.String()+" is behind ingress port "+port.Name)
+		return
+	}
+	if p.Trace != nil {
+		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",
+			Action: trace.Forwarded, Summary: Summarize(p.Frame()), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
+	}
+	b.forward(w, fe.port, p)
+}
+
+// forward sends a bridged frame out of port, through br_netfilter's FORWARD
+// and POSTROUTING when enabled.
+func (b *bridge) forward(w *Walk, port *Device, p *Packet) {
+	ns := b.dev.ns
+	if ns.Sysctl.BridgeNFCallIPTables && p.EtherType() == 0x0800 && p.InDev != nil && p.InDev.master == b.dev {
+		if !ns.bridgeForward(w, b, port, p) {
+			return
+		}
+	}
+	port.transmit(w, p)
+}
+
+// up passes a frame to the bridge device itself (the host's stack).
+func (b *bridge) up(w *Walk, p *Packet) {
+	p.InDev = b.dev
+	b.dev.Stats.RxPackets++
+	b.dev.Stats.RxBytes += uint64(p.Len())
+	if p.Trace != nil {
+		b.dev.observe(w, p, "rx", trace.Received, ethDetail(p))
+	}
+	b.dev.ns.l2Receive(w, b.dev, p)
+}
+
+// flood copies p to every port but the ingress one (and up to the host when
+// toHost), in enslavement order.
+func (b *bridge) flood(w *Walk, in *Device, p *Packet, toHost bool) {
+	ns := b.dev.ns
+	if p.Trace != nil {
+		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",
+			Action: trace.Flooded, Summary: Summarize(p.Frame())})
+	}
+	var targets [64]*Device
+	n := 0
+	for _, port := range b.ports {
+		if (port == in && !port.Hairpin) || !port.up {
+			continue
+		}
+		if n < len(targets) {
+			targets[n] = port
+			n++
+		}
+	}
+	if toHost {
+		b.up(w, p.Clone())
+	}
+	if n == 0 {
+		p.Release()
+		return
+	}
+	for i := 0; i < n-1; i++ {
+		b.forward(w, targets[i], p.Clone())
+	}
+	b.forward(w, targets[n-1], p)
+}
+
+// localXmit sends a frame the host stack transmitted on the bridge device
+// (br_dev_xmit): FDB lookup, else flood; no learning.
+func (b *bridge) localXmit(w *Walk, p *Packet) {
+	dst := p.DstMAC()
+	p.InDev = nil
+	if !dst.IsMulticast() {
+		if fe, ok := b.lookup(w.e.now, dst); ok && !fe.local {
+			if p.Trace != nil {
+				ns := b.dev.ns
+				w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",
+					Action: trace.Forwarded, Summary: Summarize(p.Frame()), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
+			}
+			fe.port.transmit(w, p)
+			return
+		}
+	}
+	b.flood(w, nil, p, false)
+}

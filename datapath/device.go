@@ -1,0 +1,282 @@
+package datapath
+
+import (
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath/trace"
+)
+
+// DeviceKind is the link type, as `ip -d link` names it.
+type DeviceKind uint8
+
+// Device kinds modelled.
+const (
+	KindLoopback DeviceKind = iota + 1
+	KindVeth
+	KindBridge
+	KindNIC // a physical-like Ethernet NIC attached to an underlay Segment
+	KindVXLAN
+)
+
+func (k DeviceKind) String() string {
+	switch k {
+	case KindLoopback:
+		return "loopback"
+	case KindVeth:
+		return "veth"
+	case KindBridge:
+		return "bridge"
+	case KindNIC:
+		return "ether"
+	case KindVXLAN:
+		return "vxlan"
+	}
+	return "unknown"
+}
+
+// DeviceStats are the counters `ip -s link` shows.
+type DeviceStats struct {
+	RxPackets, RxBytes, TxPackets, TxBytes, RxDropped, TxDropped uint64
+}
+
+// Device is a network interface in a network namespace. Kind-specific state
+// hangs off it (the bridge's FDB, the veth peer, the NIC's segment, the
+// VXLAN configuration).
+type Device struct {
+	Name  string
+	Index int
+	Kind  DeviceKind
+	MAC   MAC
+	MTU   int
+	up    bool
+	ns    *Netns
+	Stats DeviceStats
+
+	// Bridge port state: the bridge this device is enslaved to and the
+	// port's hairpin flag (`bridge link set dev X hairpin on`).
+	master  *Device
+	Hairpin bool
+
+	peer *Device  // veth
+	br   *bridge  // bridge
+	seg  *Segment // NIC
+	vx   *VXLAN   // vxlan
+
+	rx, tx hookList
+}
+
+// Netns returns the namespace the device lives in.
+func (d *Device) Netns() *Netns { return d.ns }
+
+// Up reports whether the device is administratively up.
+func (d *Device) Up() bool { return d.up }
+
+// SetUp sets the device up or down (`ip link set dev X up|down`).
+func (d *Device) SetUp(up bool) { d.up = up }
+
+// Master returns the bridge the device is a port of, or nil.
+func (d *Device) Master() *Device { return d.master }
+
+// Peer returns the other end of a veth pair, or nil.
+func (d *Device) Peer() *Device { return d.peer }
+
+// Segment returns the underlay segment a NIC is attached to, or nil.
+func (d *Device) Segment() *Segment { return d.seg }
+
+// VXLAN returns the VXLAN configuration of a vxlan device, or nil.
+func (d *Device) VXLAN() *VXLAN { return d.vx }
+
+// AddRxStage inserts a stage that sees every frame the device receives,
+// before anything else does (like a tc ingress filter). Lower priority runs
+// first.
+func (d *Device) AddRxStage(name string, priority int, s Stage) {
+	d.rx.add(HookEntry{Name: name, Priority: priority, Stage: s})
+}
+
+// AddTxStage inserts a stage that sees every frame the device transmits,
+// last before the wire (like a tc egress qdisc or filter).
+func (d *Device) AddTxStage(name string, priority int, s Stage) {
+	d.tx.add(HookEntry{Name: name, Priority: priority, Stage: s})
+}
+
+// RemoveStage removes a stage added with AddRxStage or AddTxStage by name.
+func (d *Device) RemoveStage(name string) bool { return d.rx.remove(name) || d.tx.remove(name) }
+
+func (d *Device) nodeName() string {
+	if d.ns == nil {
+		return ""
+	}
+	return d.ns.Node
+}
+
+func (d *Device) observe(w *Walk, p *Packet, stage string, a trace.Action, detail string) {
+	o := trace.Observation{Node: d.ns.Node, Netns: d.ns.Name, Device: d.Name, Stage: stage, Action: a,
+		Summary: Summarize(p.Frame()), Detail: detail}
+	if p.Trace.Capture && (a == trace.Received || a == trace.Transmitted) {
+		o.Frame = append([]byte(nil), p.Frame()...)
+	}
+	w.Observe(p, o)
+}
+
+// drop records a drop of p at d and releases it.
+func (d *Device) drop(w *Walk, p *Packet, stage string, r DropReason, detail string) {
+	if p.Trace != nil {
+		o := trace.Observation{Node: d.ns.Node, Netns: d.ns.Name, Device: d.Name, Stage: stage,
+			Action: trace.Dropped, Summary: Summarize(p.Frame()), Detail: detail, Reason: r.String()}
+		w.Observe(p, o)
+	}
+	p.Release()
+}
+
+func ethDetail(p *Packet) string {
+	return p.SrcMAC().String() + " > " + p.DstMAC().String()
+}
+
+// receive is the device's rx path: counters, rx stages, then the bridge
+// (for a bridge port), the VXLAN device, or the namespace's stack.
+func (d *Device) receive(w *Walk, p *Packet) {
+	if !d.up || d.ns == nil {
+		d.Stats.RxDropped++
+		if d.ns == nil {
+			p.Release()
+			return
+		}
+		d.drop(w, p, "rx", ReasonDeviceDown, "")
+		return
+	}
+	if p.Len() < EthHdrLen {
+		d.Stats.RxDropped++
+		d.drop(w, p, "rx", ReasonMalformed, (&FrameError{Layer: "ethernet", Reason: "shorter than 14 bytes"}).Error())
+		return
+	}
+	p.InDev = d
+	p.Bridged = false
+	d.Stats.RxPackets++
+	d.Stats.RxBytes += uint64(p.Len())
+	if p.Trace != nil {
+		d.observe(w, p, "rx", trace.Received, ethDetail(p))
+	}
+	if len(d.rx) > 0 {
+		switch v := d.rx.run(w, p); v.Code {
+		case Drop:
+			d.drop(w, p, "rx", v.Reason, "")
+			return
+		case Stolen:
+			return
+		}
+	}
+	if d.master != nil {
+		d.master.br.input(w, d, p)
+		return
+	}
+	d.ns.l2Receive(w, d, p)
+}
+
+// transmit is the device's tx path: tx stages, counters, then the link.
+func (d *Device) transmit(w *Walk, p *Packet) {
+	if !d.up {
+		d.Stats.TxDropped++
+		d.drop(w, p, "tx", ReasonDeviceDown, "")
+		return
+	}
+	if len(d.tx) > 0 {
+		switch v := d.tx.run(w, p); v.Code {
+		case Drop:
+			d.Stats.TxDropped++
+			d.drop(w, p, "tx", v.Reason, "")
+			return
+		case Stolen:
+			return
+		}
+	}
+	d.Stats.TxPackets++
+	d.Stats.TxBytes += uint64(p.Len())
+	if p.Trace != nil {
+		d.observe(w, p, "tx", trace.Transmitted, ethDetail(p))
+	}
+	switch d.Kind {
+	case KindVeth:
+		if d.peer == nil {
+			d.drop(w, p, "tx", ReasonDeviceDown, "veth peer missing")
+			return
+		}
+		w.e.ScheduleRx(0, d.peer, p)
+	case KindLoopback:
+		w.e.ScheduleRx(0, d, p)
+	case KindBridge:
+		d.br.localXmit(w, p)
+	case KindNIC:
+		if d.seg == nil {
+			d.drop(w, p, "tx", ReasonDeviceDown, "NIC not attached to a segment")
+			return
+		}
+		d.seg.send(w, d, p)
+	case KindVXLAN:
+		d.vx.xmit(w, p)
+	default:
+		p.Release()
+	}
+}
+
+// Segment is an underlay L2 network between nodes: a learning switch with a
+// fixed one-way latency. NICs attach to it.
+type Segment struct {
+	Name    string
+	Latency time.Duration
+	ports   []*Device
+	fdb     map[MAC]*Device
+}
+
+// NewSegment returns a segment with the given one-way latency.
+func NewSegment(name string, latency time.Duration) *Segment {
+	return &Segment{Name: name, Latency: latency, fdb: map[MAC]*Device{}}
+}
+
+// Ports returns the NICs attached to the segment.
+func (s *Segment) Ports() []*Device { return s.ports }
+
+func (s *Segment) send(w *Walk, from *Device, p *Packet) {
+	src, dst := p.SrcMAC(), p.DstMAC()
+	if !src.IsMulticast() {
+		s.fdb[src] = from
+	}
+	if !dst.IsMulticast() {
+		if to, ok := s.fdb[dst]; ok {
+			if to == from {
+				p.Release()
+				return
+			}
+			w.e.ScheduleRx(s.Latency, to, p)
+			return
+		}
+	}
+	// Flood in attachment order: deterministic.
+	var last *Device
+	for _, port := range s.ports {
+		if port == from {
+			continue
+		}
+		if last != nil {
+			w.e.ScheduleRx(s.Latency, last, p.Clone())
+		}
+		last = port
+	}
+	if last == nil {
+		p.Release()
+		return
+	}
+	w.e.ScheduleRx(s.Latency, last, p)
+}
+
+// Attach plugs a NIC into the segment. A NIC can be on one segment at a time.
+func (s *Segment) Attach(d *Device) error {
+	if d.Kind != KindNIC {
+		return &ConfigError{Op: "attach", Object: d.Name, Reason: "only NIC devices attach to a segment"}
+	}
+	if d.seg != nil {
+		return &ConfigError{Op: "attach", Object: d.Name, Reason: "already attached to segment " + d.seg.Name}
+	}
+	d.seg = s
+	s.ports = append(s.ports, d)
+	return nil
+}

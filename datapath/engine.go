@@ -1,0 +1,230 @@
+package datapath
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Timer is something that fires at a virtual time: an ARP retransmission, a
+// delayed delivery. Fire runs on the engine's event loop.
+type Timer interface {
+	Fire(w *Walk)
+}
+
+type eventKind uint8
+
+const (
+	evRx eventKind = iota + 1 // frame arrives on Dev
+	evOutput                  // locally generated IP packet enters Netns output
+	evTimer
+)
+
+type event struct {
+	at    time.Duration
+	seq   uint64
+	kind  eventKind
+	dev   *Device
+	ns    *Netns
+	pkt   *Packet
+	timer Timer
+}
+
+// Engine is the event loop every network namespace of one simulated world
+// shares: a virtual clock, a seeded random source (math/rand/v2 PCG) and an
+// event queue ordered by (time, sequence number). Handing a packet to a
+// device is an event; inside one namespace processing is synchronous.
+// There are no goroutines: the same seed and inputs give the same walk.
+type Engine struct {
+	now   time.Duration
+	seq   uint64
+	queue []event // binary min-heap on (at, seq)
+	rng   *rand.Rand
+	Pool  Pool
+
+	// Walk is the context handed to stages.
+	walk Walk
+
+	// MaxEvents bounds Run as a guard against forwarding loops; 0 means
+	// the default of 1,000,000 events per Run call.
+	MaxEvents int
+
+	nextIfindex int
+	netnsCount  int
+}
+
+// NewEngine returns an engine whose random source is seeded with seed.
+func NewEngine(seed uint64) *Engine {
+	e := &Engine{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	e.walk.e = e
+	return e
+}
+
+// Now is the current virtual time.
+func (e *Engine) Now() time.Duration { return e.now }
+
+// Rand is the world's seeded random source. Use it only from the event loop.
+func (e *Engine) Rand() *rand.Rand { return e.rng }
+
+// Walk returns the context stages are called with.
+func (e *Engine) Walk() *Walk { return &e.walk }
+
+func (e *Engine) push(ev event) {
+	e.seq++
+	ev.seq = e.seq
+	e.queue = append(e.queue, ev)
+	i := len(e.queue) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !e.less(i, parent) {
+			break
+		}
+		e.queue[i], e.queue[parent] = e.queue[parent], e.queue[i]
+		i = parent
+	}
+}
+
+func (e *Engine) less(i, j int) bool {
+	a, b := &e.queue[i], &e.queue[j]
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+func (e *Engine) pop() event {
+	q := e.queue
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = event{}
+	e.queue = q[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && e.less(r, l) {
+			m = r
+		}
+		if !e.less(m, i) {
+			break
+		}
+		e.queue[i], e.queue[m] = e.queue[m], e.queue[i]
+		i = m
+	}
+	return top
+}
+
+// Pending is the number of queued events.
+func (e *Engine) Pending() int { return len(e.queue) }
+
+// NextAt is the time of the next event and whether there is one.
+func (e *Engine) NextAt() (time.Duration, bool) {
+	if len(e.queue) == 0 {
+		return 0, false
+	}
+	return e.queue[0].at, true
+}
+
+// ScheduleRx makes dev receive p after delay.
+func (e *Engine) ScheduleRx(delay time.Duration, dev *Device, p *Packet) {
+	e.push(event{at: e.now + delay, kind: evRx, dev: dev, pkt: p})
+}
+
+// ScheduleOutput makes ns send the locally generated IPv4 packet p (its
+// Ethernet header is filled in by the neighbour layer) after delay.
+func (e *Engine) ScheduleOutput(delay time.Duration, ns *Netns, p *Packet) {
+	e.push(event{at: e.now + delay, kind: evOutput, ns: ns, pkt: p})
+}
+
+// ScheduleTimer fires t after delay.
+func (e *Engine) ScheduleTimer(delay time.Duration, t Timer) {
+	e.push(event{at: e.now + delay, kind: evTimer, timer: t})
+}
+
+// Step runs the next event. It returns false when the queue is empty.
+func (e *Engine) Step() bool {
+	if len(e.queue) == 0 {
+		return false
+	}
+	ev := e.pop()
+	if ev.at > e.now {
+		e.now = ev.at
+	}
+	w := &e.walk
+	switch ev.kind {
+	case evRx:
+		ev.dev.receive(w, ev.pkt)
+	case evOutput:
+		ev.pkt.Local = true
+		ev.ns.output(w, ev.pkt)
+	case evTimer:
+		ev.timer.Fire(w)
+	}
+	return true
+}
+
+// ErrEventLimit is returned by Run when MaxEvents were processed and events
+// remain, which almost always means a forwarding or flooding loop.
+type ErrEventLimit struct {
+	Events int
+	At     time.Duration
+}
+
+func (e *ErrEventLimit) Error() string {
+	return "datapath: event limit reached (" + itoa(e.Events) + " events); a forwarding loop?"
+}
+
+// Run processes events until the queue is empty.
+func (e *Engine) Run() error { return e.RunUntil(-1) }
+
+// RunUntil processes events whose time is at most until (until < 0: all),
+// then sets the clock to until if it is later.
+func (e *Engine) RunUntil(until time.Duration) error {
+	limit := e.MaxEvents
+	if limit == 0 {
+		limit = 1_000_000
+	}
+	n := 0
+	for len(e.queue) > 0 {
+		if until >= 0 && e.queue[0].at > until {
+			break
+		}
+		if n == limit {
+			return &ErrEventLimit{Events: n, At: e.now}
+		}
+		e.Step()
+		n++
+	}
+	if until > e.now {
+		e.now = until
+	}
+	return nil
+}
+
+// Advance moves the clock forward by d, running everything due on the way.
+func (e *Engine) Advance(d time.Duration) error { return e.RunUntil(e.now + d) }
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

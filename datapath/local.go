@@ -1,0 +1,491 @@
+package datapath
+
+import (
+	"net/netip"
+
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// IP protocol numbers.
+const (
+	ProtoICMP = 1
+	ProtoTCP  = 6
+	ProtoUDP  = 17
+)
+
+// UDPSocket is a bound UDP port in a namespace: it counts what it receives
+// and, in echo mode, sends each datagram back to its sender.
+type UDPSocket struct {
+	Port     uint16
+	Echo     bool
+	Received int
+	Bytes    int
+	// LastPayload holds a copy of the last datagram when KeepPayload is set.
+	KeepPayload bool
+	LastPayload []byte
+}
+
+// TCPListener is a minimal listening TCP socket: it answers SYN with SYN-ACK
+// and data or FIN with ACK, enough to show handshakes. It keeps no
+// connection state: its sequence numbers follow the peer's acknowledgements.
+type TCPListener struct {
+	Port     uint16
+	SYNs     int
+	Segments int
+	Bytes    int
+	FINs     int
+	RSTs     int
+}
+
+type sockets struct {
+	udp map[uint16]*UDPSocket
+	tcp map[uint16]*TCPListener
+}
+
+func (s *sockets) init() {
+	s.udp = map[uint16]*UDPSocket{}
+	s.tcp = map[uint16]*TCPListener{}
+}
+
+// ErrAddrInUse is returned when a port is already bound in the namespace:
+// containers of one pod share a namespace and cannot both bind a port.
+type ErrAddrInUse struct {
+	Netns string
+	Proto string
+	Port  uint16
+}
+
+func (e *ErrAddrInUse) Error() string {
+	return "bind " + e.Proto + " port " + itoa(int(e.Port)) + " in " + e.Netns + ": address already in use"
+}
+
+// ListenUDP binds a UDP port (all addresses).
+func (ns *Netns) ListenUDP(port uint16, echo bool) (*UDPSocket, error) {
+	if _, ok := ns.sockets.udp[port]; ok {
+		return nil, &ErrAddrInUse{Netns: ns.Name, Proto: "udp", Port: port}
+	}
+	s := &UDPSocket{Port: port, Echo: echo}
+	ns.sockets.udp[port] = s
+	return s, nil
+}
+
+// ListenTCP binds and listens on a TCP port (all addresses).
+func (ns *Netns) ListenTCP(port uint16) (*TCPListener, error) {
+	if _, ok := ns.sockets.tcp[port]; ok {
+		return nil, &ErrAddrInUse{Netns: ns.Name, Proto: "tcp", Port: port}
+	}
+	l := &TCPListener{Port: port}
+	ns.sockets.tcp[port] = l
+	return l, nil
+}
+
+// CloseUDP and CloseTCP unbind a port.
+func (ns *Netns) CloseUDP(port uint16) { delete(ns.sockets.udp, port) }
+
+// CloseTCP unbinds a TCP port.
+func (ns *Netns) CloseTCP(port uint16) { delete(ns.sockets.tcp, port) }
+
+// Send queues a locally generated IPv4 packet (ip without Ethernet header)
+// for output from this namespace at the current virtual time. It returns
+// the packet so the caller can set Trace before the engine runs.
+func (ns *Netns) Send(ip []byte) (*Packet, error) {
+	p := ns.e.Pool.Get()
+	if !p.SetIPPacket(ip) {
+		p.Release()
+		return nil, &FrameError{Layer: "ipv4", Reason: "packet of " + itoa(len(ip)) + " bytes exceeds the buffer"}
+	}
+	if _, err := ValidateIPv4(ip); err != nil {
+		p.Release()
+		return nil, err
+	}
+	ns.e.ScheduleOutput(0, ns, p)
+	return p, nil
+}
+
+// SendPacket queues p, whose frame holds a zeroed Ethernet header and an
+// IPv4 packet, for output from this namespace after delay.
+func (ns *Netns) SendPacket(p *Packet) { ns.e.ScheduleOutput(0, ns, p) }
+
+// deliver is ip_local_deliver: hand the packet to ICMP, UDP or TCP.
+func (ns *Netns) deliver(w *Walk, dev *Device, p *Packet) {
+	ip := p.IPv4()
+	if ip.FragmentOffset() != 0 || ip.Flags()&header.IPv4FlagMoreFragments != 0 {
+		ns.drop(w, p, dev, "ip", ReasonMTU, "fragment reassembly is not modelled")
+		return
+	}
+	switch ip.Protocol() {
+	case ProtoICMP:
+		ns.icmpReceive(w, dev, p)
+	case ProtoUDP:
+		ns.udpReceive(w, dev, p)
+	case ProtoTCP:
+		ns.tcpReceive(w, dev, p)
+	default:
+		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4ProtoUnreachable, 0)
+		ns.drop(w, p, dev, "ip", ReasonUnknownProtocol, "protocol "+itoa(int(ip.Protocol()))+" (ICMP protocol unreachable sent)")
+	}
+}
+
+func (ns *Netns) nextID() uint16 {
+	ns.ipID++
+	return ns.ipID
+}
+
+// writeIPv4 writes a 20-byte IPv4 header with its checksum.
+func writeIPv4(b []byte, tos uint8, totalLen int, id uint16, df bool, ttl, proto uint8, src, dst [4]byte) {
+	b[0], b[1] = 0x45, tos
+	b[2], b[3] = byte(totalLen>>8), byte(totalLen)
+	b[4], b[5] = byte(id>>8), byte(id)
+	b[6], b[7] = 0, 0
+	if df {
+		b[6] = 0x40
+	}
+	b[8], b[9] = ttl, proto
+	b[10], b[11] = 0, 0
+	copy(b[12:16], src[:])
+	copy(b[16:20], dst[:])
+	c := ^checksum.Checksum(b[:20], 0)
+	b[10], b[11] = byte(c>>8), byte(c)
+}
+
+// newLocalPacket returns a pooled packet with room for an IPv4 packet of n
+// bytes (after a zeroed Ethernet header), traced as a child of parent.
+func (ns *Netns) newLocalPacket(n int, parent *Packet) *Packet {
+	r := ns.e.Pool.Get()
+	r.head = Headroom
+	r.tail = Headroom + EthHdrLen + n
+	clear(r.buf[r.head : r.head+EthHdrLen])
+	r.buf[r.head+12], r.buf[r.head+13] = 0x08, 0x00
+	if parent != nil && parent.Trace != nil {
+		r.Trace, r.ID, r.Parent = parent.Trace, parent.Trace.NewPacketID(), parent.ID
+	}
+	return r
+}
+
+// icmpSourceFor picks the source of an ICMP error about orig: the original
+// destination when it is ours, else the preferred source toward the
+// original sender (icmp_send with icmp_errors_use_inbound_ifaddr=0).
+func (ns *Netns) icmpSourceFor(orig header.IPv4) [4]byte {
+	dst := [4]byte(orig[16:20])
+	if ns.IsLocal(dst) {
+		return dst
+	}
+	return ns.sourceFor([4]byte(orig[12:16]))
+}
+
+// sourceFor is the source address the namespace uses to reach dst.
+func (ns *Netns) sourceFor(dst [4]byte) [4]byte {
+	if ns.IsLocal(dst) {
+		return dst
+	}
+	if r, ok := ns.Routes.Lookup(dst); ok {
+		if r.Src.IsValid() {
+			return r.Src.As4()
+		}
+		if d := ns.devByIndex(r.Dev); d != nil {
+			return ns.devAddrFor(d, dst)
+		}
+	}
+	return [4]byte{}
+}
+
+// icmpError sends an ICMP error about orig (icmp_send): never about an ICMP
+// error, a broadcast, or a non-first fragment; quoting as much of the
+// original as fits in 576 bytes.
+func (ns *Netns) icmpError(w *Walk, orig *Packet, typ header.ICMPv4Type, code header.ICMPv4Code, mtu uint32) {
+	ip := orig.IPv4()
+	src, dst := [4]byte(ip[12:16]), [4]byte(ip[16:20])
+	if ip.FragmentOffset() != 0 || src == ([4]byte{}) || src[0] >= 224 || dst[0] >= 224 || ns.bcast[dst] || ns.bcast[src] {
+		return
+	}
+	if ip.Protocol() == ProtoICMP {
+		l4 := orig.L4()
+		if len(l4) < 1 || !isICMPQuery(header.ICMPv4Type(l4[0])) {
+			return
+		}
+	}
+	saddr := ns.icmpSourceFor(ip)
+	quote := len(ip)
+	if max := 576 - header.IPv4MinimumSize - header.ICMPv4MinimumSize; quote > max {
+		quote = max
+	}
+	n := header.IPv4MinimumSize + header.ICMPv4MinimumSize + quote
+	r := ns.newLocalPacket(n, orig)
+	b := r.buf[r.head+EthHdrLen : r.tail]
+	writeIPv4(b, ip[1]&0x1e|0xc0, n, ns.nextID(), false, ns.Sysctl.DefaultTTL, ProtoICMP, saddr, src)
+	ic := header.ICMPv4(b[20:])
+	copy(ic[header.ICMPv4MinimumSize:], ip[:quote])
+	ic.SetType(typ)
+	ic.SetCode(code)
+	ic[4], ic[5], ic[6], ic[7] = 0, 0, 0, 0
+	if mtu != 0 {
+		ic.SetMTU(uint16(mtu))
+	}
+	ic.SetChecksum(0)
+	ic.SetChecksum(^checksum.Checksum(ic, 0))
+	if r.Trace != nil {
+		ns.observe(w, r, orig.InDev, "icmp", trace.Replied, icmpName(typ, code)+" to "+addrString(src))
+	}
+	ns.output(w, r)
+}
+
+func isICMPQuery(t header.ICMPv4Type) bool {
+	switch t {
+	case header.ICMPv4Echo, header.ICMPv4EchoReply, header.ICMPv4Timestamp, header.ICMPv4TimestampReply,
+		header.ICMPv4InfoRequest, header.ICMPv4InfoReply:
+		return true
+	}
+	return false
+}
+
+func (ns *Netns) icmpReceive(w *Walk, dev *Device, p *Packet) {
+	ip := p.IPv4()
+	ic := header.ICMPv4(p.L4())
+	if len(ic) < header.ICMPv4MinimumSize {
+		ns.drop(w, p, dev, "icmp", ReasonMalformed, (&FrameError{Layer: "icmp", Reason: "shorter than 8 bytes"}).Error())
+		return
+	}
+	if checksum.Checksum(ic, 0) != 0xffff {
+		ns.drop(w, p, dev, "icmp", ReasonMalformed, (&FrameError{Layer: "icmp", Reason: "bad checksum"}).Error())
+		return
+	}
+	dst := [4]byte(ip[16:20])
+	if ic.Type() != header.ICMPv4Echo {
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "icmp", trace.Delivered, icmpName(ic.Type(), ic.Code()))
+		}
+		p.Release()
+		return
+	}
+	if (ns.bcast[dst] || dst == [4]byte{255, 255, 255, 255}) && ns.Sysctl.EchoIgnoreBroadcasts {
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "icmp", trace.Delivered, "echo request to broadcast ignored (icmp_echo_ignore_broadcasts=1)")
+		}
+		p.Release()
+		return
+	}
+	// icmp_reply: same payload, addresses swapped, type 0, our TTL, the
+	// request's TOS, DF clear.
+	n := len(ip)
+	r := ns.newLocalPacket(n, p)
+	b := r.buf[r.head+EthHdrLen : r.tail]
+	copy(b[20:], ic)
+	writeIPv4(b, ip[1], n, ns.nextID(), false, ns.Sysctl.DefaultTTL, ProtoICMP, dst, [4]byte(ip[12:16]))
+	ric := header.ICMPv4(b[20:])
+	ric.SetType(header.ICMPv4EchoReply)
+	ric.SetChecksum(0)
+	ric.SetChecksum(^checksum.Checksum(ric, 0))
+	if p.Trace != nil {
+		ns.observe(w, p, dev, "icmp", trace.Delivered, "echo request")
+		ns.observe(w, r, dev, "icmp", trace.Replied, "echo reply")
+	}
+	p.Release()
+	ns.output(w, r)
+}
+
+// l4Checksum verifies a TCP or UDP checksum with the IPv4 pseudo-header.
+func l4Checksum(ip header.IPv4, l4 []byte, proto tcpip.TransportProtocolNumber) uint16 {
+	src := tcpip.AddrFrom4([4]byte(ip[12:16]))
+	dst := tcpip.AddrFrom4([4]byte(ip[16:20]))
+	x := header.PseudoHeaderChecksum(proto, src, dst, uint16(len(l4)))
+	return checksum.Checksum(l4, x)
+}
+
+func (ns *Netns) udpReceive(w *Walk, dev *Device, p *Packet) {
+	ip := p.IPv4()
+	l4 := p.L4()
+	if len(l4) < header.UDPMinimumSize || int(header.UDP(l4).Length()) != len(l4) {
+		ns.drop(w, p, dev, "udp", ReasonMalformed, (&FrameError{Layer: "udp", Reason: "length field does not match the IP payload"}).Error())
+		return
+	}
+	u := header.UDP(l4)
+	if u.Checksum() != 0 && l4Checksum(ip, l4, header.UDPProtocolNumber) != 0xffff {
+		ns.drop(w, p, dev, "udp", ReasonMalformed, (&FrameError{Layer: "udp", Reason: "bad checksum"}).Error())
+		return
+	}
+	if v := ns.vxlanFor(u.DestinationPort()); v != nil {
+		v.decap(w, dev, p)
+		return
+	}
+	s := ns.sockets.udp[u.DestinationPort()]
+	if s == nil {
+		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4PortUnreachable, 0)
+		ns.drop(w, p, dev, "udp", ReasonPortUnreachable, "nothing listens on udp port "+itoa(int(u.DestinationPort()))+" (ICMP port unreachable sent)")
+		return
+	}
+	s.Received++
+	payload := l4[header.UDPMinimumSize:]
+	s.Bytes += len(payload)
+	if s.KeepPayload {
+		s.LastPayload = append(s.LastPayload[:0], payload...)
+	}
+	if p.Trace != nil {
+		ns.observe(w, p, dev, "udp", trace.Delivered, "socket udp:"+itoa(int(s.Port)))
+	}
+	if !s.Echo {
+		p.Release()
+		return
+	}
+	n := len(ip)
+	r := ns.newLocalPacket(n, p)
+	b := r.buf[r.head+EthHdrLen : r.tail]
+	copy(b[20:], l4)
+	writeIPv4(b, 0, n, ns.nextID(), true, ns.Sysctl.DefaultTTL, ProtoUDP, [4]byte(ip[16:20]), [4]byte(ip[12:16]))
+	ru := header.UDP(b[20:])
+	ru.SetSourcePort(u.DestinationPort())
+	ru.SetDestinationPort(u.SourcePort())
+	ru.SetChecksum(0)
+	ru.SetChecksum(^l4Checksum(header.IPv4(b), b[20:], header.UDPProtocolNumber))
+	if r.Trace != nil {
+		ns.observe(w, r, dev, "udp", trace.Replied, "echo")
+	}
+	p.Release()
+	ns.output(w, r)
+}
+
+func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet) {
+	ip := p.IPv4()
+	l4 := p.L4()
+	if len(l4) < header.TCPMinimumSize || int(header.TCP(l4).DataOffset()) < header.TCPMinimumSize || int(header.TCP(l4).DataOffset()) > len(l4) {
+		ns.drop(w, p, dev, "tcp", ReasonMalformed, (&FrameError{Layer: "tcp", Reason: "header shorter than its data offset"}).Error())
+		return
+	}
+	if l4Checksum(ip, l4, header.TCPProtocolNumber) != 0xffff {
+		ns.drop(w, p, dev, "tcp", ReasonMalformed, (&FrameError{Layer: "tcp", Reason: "bad checksum"}).Error())
+		return
+	}
+	t := header.TCP(l4)
+	flags := t.Flags()
+	dlen := uint32(len(l4) - int(t.DataOffset()))
+	l := ns.sockets.tcp[t.DestinationPort()]
+	if l == nil {
+		if flags&header.TCPFlagRst != 0 {
+			ns.drop(w, p, dev, "tcp", ReasonTCPReset, "RST to a closed port")
+			return
+		}
+		// tcp_v4_send_reset
+		var seq, ack uint32
+		rf := header.TCPFlagRst
+		if flags&header.TCPFlagAck != 0 {
+			seq = t.AckNumber()
+		} else {
+			ack = t.SequenceNumber() + dlen
+			if flags&header.TCPFlagSyn != 0 {
+				ack++
+			}
+			if flags&header.TCPFlagFin != 0 {
+				ack++
+			}
+			rf |= header.TCPFlagAck
+		}
+		ns.tcpSend(w, p, dev, seq, ack, rf, 0, 0, "RST: nothing listens on tcp port "+itoa(int(t.DestinationPort())))
+		ns.drop(w, p, dev, "tcp", ReasonTCPReset, "nothing listens on tcp port "+itoa(int(t.DestinationPort()))+" (RST sent)")
+		return
+	}
+	switch {
+	case flags&header.TCPFlagRst != 0:
+		l.RSTs++
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "tcp", trace.Delivered, "RST")
+		}
+		p.Release()
+	case flags&header.TCPFlagSyn != 0 && flags&header.TCPFlagAck == 0:
+		l.SYNs++
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "tcp", trace.Delivered, "SYN to listener tcp:"+itoa(int(l.Port)))
+		}
+		isn := ns.e.rng.Uint32()
+		mss := uint16(1460)
+		if dev != nil && dev.MTU > 40 && dev.MTU-40 < int(mss) {
+			mss = uint16(dev.MTU - 40)
+		}
+		ns.tcpSend(w, p, dev, isn, t.SequenceNumber()+1, header.TCPFlagSyn|header.TCPFlagAck, 64240, mss, "SYN-ACK")
+		p.Release()
+	default:
+		l.Segments++
+		l.Bytes += int(dlen)
+		ack := t.SequenceNumber() + dlen
+		rf := header.TCPFlagAck
+		if flags&header.TCPFlagFin != 0 {
+			l.FINs++
+			ack++
+			rf |= header.TCPFlagFin
+		}
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "tcp", trace.Delivered, "segment to tcp:"+itoa(int(l.Port))+", "+itoa(int(dlen))+" bytes")
+		}
+		if dlen > 0 || flags&header.TCPFlagFin != 0 {
+			ns.tcpSend(w, p, dev, t.AckNumber(), ack, rf, 64240, 0, "ACK")
+		}
+		p.Release()
+	}
+}
+
+// tcpSend answers the TCP segment in orig with a segment carrying no data:
+// addresses and ports swapped, DF set, TTL from the sysctl. mss > 0 adds an
+// MSS option (SYN-ACK).
+func (ns *Netns) tcpSend(w *Walk, orig *Packet, dev *Device, seq, ack uint32, flags header.TCPFlags, win uint16, mss uint16, what string) {
+	ip := orig.IPv4()
+	t := header.TCP(orig.L4())
+	hl := header.TCPMinimumSize
+	if mss > 0 {
+		hl += 4
+	}
+	n := header.IPv4MinimumSize + hl
+	r := ns.newLocalPacket(n, orig)
+	b := r.buf[r.head+EthHdrLen : r.tail]
+	var id uint16
+	writeIPv4(b, 0, n, id, true, ns.Sysctl.DefaultTTL, ProtoTCP, [4]byte(ip[16:20]), [4]byte(ip[12:16]))
+	rt := header.TCP(b[20:])
+	rt.Encode(&header.TCPFields{
+		SrcPort: t.DestinationPort(), DstPort: t.SourcePort(), SeqNum: seq, AckNum: ack,
+		DataOffset: uint8(hl), Flags: flags, WindowSize: win,
+	})
+	if mss > 0 {
+		o := rt[header.TCPMinimumSize:]
+		o[0], o[1], o[2], o[3] = 2, 4, byte(mss>>8), byte(mss)
+	}
+	rt.SetChecksum(0)
+	rt.SetChecksum(^l4Checksum(header.IPv4(b), b[20:], header.TCPProtocolNumber))
+	if r.Trace != nil {
+		ns.observe(w, r, dev, "tcp", trace.Replied, what)
+	}
+	ns.output(w, r)
+}
+
+func icmpName(t header.ICMPv4Type, c header.ICMPv4Code) string {
+	switch t {
+	case header.ICMPv4EchoReply:
+		return "echo reply"
+	case header.ICMPv4Echo:
+		return "echo request"
+	case header.ICMPv4TimeExceeded:
+		return "time exceeded in-transit"
+	case header.ICMPv4DstUnreachable:
+		switch c {
+		case header.ICMPv4NetUnreachable:
+			return "net unreachable"
+		case header.ICMPv4HostUnreachable:
+			return "host unreachable"
+		case header.ICMPv4ProtoUnreachable:
+			return "protocol unreachable"
+		case header.ICMPv4PortUnreachable:
+			return "port unreachable"
+		case header.ICMPv4FragmentationNeeded:
+			return "need to frag"
+		case header.ICMPv4HostProhibited:
+			return "host prohibited"
+		case header.ICMPv4AdminProhibited:
+			return "admin prohibited"
+		}
+		return "unreachable code " + itoa(int(c))
+	}
+	return "type " + itoa(int(t)) + " code " + itoa(int(c))
+}
+
+// AddrFrom4 is netip.AddrFrom4, re-exported for brevity in callers that
+// hold [4]byte addresses.
+func AddrFrom4(a [4]byte) netip.Addr { return netip.AddrFrom4(a) }

@@ -1,0 +1,46 @@
+package datapath
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+)
+
+// MAC is an Ethernet address as a comparable value, usable as a map key.
+type MAC [6]byte
+
+// BroadcastMAC is ff:ff:ff:ff:ff:ff.
+var BroadcastMAC = MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// String formats m as ip(8) does: lower-case hex with colons.
+func (m MAC) String() string {
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+// IsMulticast reports whether the group bit is set (broadcast included).
+func (m MAC) IsMulticast() bool { return m[0]&1 == 1 }
+
+// IsZero reports whether m is 00:00:00:00:00:00.
+func (m MAC) IsZero() bool { return m == MAC{} }
+
+// ParseMAC parses "aa:bb:cc:dd:ee:ff".
+func ParseMAC(s string) (MAC, error) {
+	hw, err := net.ParseMAC(s)
+	if err != nil || len(hw) != 6 {
+		return MAC{}, fmt.Errorf("invalid MAC address %q", s)
+	}
+	return MAC(hw), nil
+}
+
+// RandomMAC returns a locally administered unicast address, as the kernel's
+// eth_random_addr does, drawn from r.
+func RandomMAC(r *rand.Rand) MAC {
+	var m MAC
+	v := r.Uint64()
+	for i := range m {
+		m[i] = byte(v >> (8 * i))
+	}
+	m[0] &^= 0x01 // unicast
+	m[0] |= 0x02  // locally administered
+	return m
+}

@@ -1,0 +1,386 @@
+package datapath
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// NeighState is a neighbour entry's NUD state, as `ip neigh` prints it.
+type NeighState uint8
+
+// NUD states modelled.
+const (
+	NeighIncomplete NeighState = iota + 1
+	NeighReachable
+	NeighStale
+	NeighFailed
+	NeighPermanent
+	NeighNoARP
+)
+
+func (s NeighState) String() string {
+	switch s {
+	case NeighIncomplete:
+		return "INCOMPLETE"
+	case NeighReachable:
+		return "REACHABLE"
+	case NeighStale:
+		return "STALE"
+	case NeighFailed:
+		return "FAILED"
+	case NeighPermanent:
+		return "PERMANENT"
+	case NeighNoARP:
+		return "NOARP"
+	}
+	return "NONE"
+}
+
+// Neighbour-table timing, the kernel's defaults for net.ipv4.neigh.default.
+const (
+	// ARPRetransTime is retrans_time_ms: the interval between ARP probes.
+	ARPRetransTime = time.Second
+	// ARPProbes is mcast_solicit: broadcast probes before the entry fails.
+	ARPProbes = 3
+	// ReachableTime is base_reachable_time_ms. The kernel randomises it to
+	// between half and one and a half times this; kubewalk uses it as is.
+	ReachableTime = 30 * time.Second
+	// UnresQueueLen bounds the packets queued on an INCOMPLETE entry
+	// (the kernel bounds bytes, unres_qlen_bytes; a count keeps it simple).
+	UnresQueueLen = 101
+)
+
+type neighKey struct {
+	dev int
+	ip  [4]byte
+}
+
+type neighEntry struct {
+	key       neighKey
+	ns        *Netns
+	dev       *Device
+	state     NeighState
+	mac       MAC
+	confirmed time.Duration
+	probes    int
+	queue     []*Packet
+	// trace of the packet that started resolution, so the ARP exchange
+	// shows up in its walk.
+	trace  *Trace
+	parent int
+	srcIP  [4]byte
+}
+
+func (e *neighEntry) usable() bool {
+	return e.state == NeighReachable || e.state == NeighStale || e.state == NeighPermanent || e.state == NeighNoARP
+}
+
+type neighTable struct {
+	m map[neighKey]*neighEntry
+}
+
+func (t *neighTable) init() { t.m = map[neighKey]*neighEntry{} }
+
+func (t *neighTable) get(dev int, ip [4]byte) *neighEntry { return t.m[neighKey{dev, ip}] }
+
+// Neighbor is a neighbour entry as `ip neigh show` lists it.
+type Neighbor struct {
+	IP    netip.Addr
+	Dev   string
+	MAC   MAC
+	State NeighState
+}
+
+// String prints the entry as `ip neigh show` does (dev included).
+func (n Neighbor) String() string {
+	s := n.IP.String() + " dev " + n.Dev
+	if n.State != NeighIncomplete && n.State != NeighFailed {
+		s += " lladdr " + n.MAC.String()
+	}
+	return s + " " + n.State.String()
+}
+
+// Neighbors lists the neighbour table sorted by device index then address,
+// with REACHABLE entries older than ReachableTime shown as STALE.
+func (ns *Netns) Neighbors() []Neighbor {
+	var out []Neighbor
+	keys := make([]neighKey, 0, len(ns.neigh.m))
+	for k := range ns.neigh.m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b neighKey) int {
+		if c := cmp.Compare(a.dev, b.dev); c != 0 {
+			return c
+		}
+		return slices.Compare(a.ip[:], b.ip[:])
+	})
+	for _, k := range keys {
+		e := ns.neigh.m[k]
+		ns.age(e)
+		out = append(out, Neighbor{IP: netip.AddrFrom4(k.ip), Dev: e.dev.Name, MAC: e.mac, State: e.state})
+	}
+	return out
+}
+
+func (ns *Netns) age(e *neighEntry) {
+	if e.state == NeighReachable && ns.e.now-e.confirmed > ReachableTime {
+		e.state = NeighStale
+	}
+}
+
+// SetNeigh installs a neighbour entry (`ip neigh replace IP dev D lladdr M
+// nud permanent|reachable`). Packets waiting on it are sent.
+func (ns *Netns) SetNeigh(dev string, ip netip.Addr, mac MAC, state NeighState) error {
+	d := ns.byName[dev]
+	if d == nil {
+		return &ConfigError{Op: "neigh replace", Object: ip.String(), Reason: "Cannot find device \"" + dev + "\""}
+	}
+	if !ip.Is4() {
+		return &ConfigError{Op: "neigh replace", Object: ip.String(), Reason: "not an IPv4 address"}
+	}
+	if state != NeighPermanent && state != NeighReachable && state != NeighStale && state != NeighNoARP {
+		return &ConfigError{Op: "neigh replace", Object: ip.String(), Reason: "state " + state.String() + " cannot be set"}
+	}
+	k := neighKey{d.Index, ip.As4()}
+	e := ns.neigh.m[k]
+	if e == nil {
+		e = &neighEntry{key: k, ns: ns, dev: d}
+		ns.neigh.m[k] = e
+	}
+	e.mac, e.state, e.confirmed = mac, state, ns.e.now
+	ns.flushQueue(ns.e.Walk(), e)
+	return nil
+}
+
+// DeleteNeigh removes an entry (`ip neigh del`).
+func (ns *Netns) DeleteNeigh(dev string, ip netip.Addr) bool {
+	d := ns.byName[dev]
+	if d == nil || !ip.Is4() {
+		return false
+	}
+	k := neighKey{d.Index, ip.As4()}
+	if _, ok := ns.neigh.m[k]; !ok {
+		return false
+	}
+	delete(ns.neigh.m, k)
+	return true
+}
+
+// neighOutput fills in the Ethernet header for nextHop on dev and transmits,
+// resolving with ARP first if needed (neigh_output / neigh_resolve_output).
+func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
+	if dev.Kind == KindLoopback {
+		p.SetMACs(MAC{}, MAC{})
+		dev.transmit(w, p)
+		return
+	}
+	if nextHop == [4]byte{255, 255, 255, 255} || ns.bcast[nextHop] {
+		p.SetMACs(dev.MAC, BroadcastMAC)
+		dev.transmit(w, p)
+		return
+	}
+	k := neighKey{dev.Index, nextHop}
+	e := ns.neigh.m[k]
+	if e != nil {
+		ns.age(e)
+		if e.usable() {
+			p.SetMACs(dev.MAC, e.mac)
+			dev.transmit(w, p)
+			return
+		}
+	}
+	if e == nil || e.state == NeighFailed {
+		if e == nil {
+			e = &neighEntry{key: k, ns: ns, dev: dev}
+			ns.neigh.m[k] = e
+		}
+		e.state, e.probes, e.trace, e.parent = NeighIncomplete, 0, p.Trace, p.ID
+		// arp_solicit: the packet's own source if it is ours, else the
+		// device's address (arp_announce=0).
+		src := [4]byte(p.IPv4()[12:16])
+		if !ns.IsLocal(src) {
+			src = ns.devAddrFor(dev, nextHop)
+		}
+		e.srcIP = src
+	}
+	if len(e.queue) >= UnresQueueLen {
+		ns.drop(w, p, dev, "neigh", ReasonNeighQueueFull, "")
+		return
+	}
+	e.queue = append(e.queue, p)
+	if p.Trace != nil {
+		ns.observe(w, p, dev, "neigh", trace.Queued, "waiting for ARP reply for "+addrString(nextHop))
+	}
+	if e.probes == 0 {
+		ns.arpProbe(w, e)
+	}
+}
+
+// devAddrFor picks a source address on dev for talking to dst: one whose
+// prefix contains dst, else the first on dev, else any (inet_select_addr).
+func (ns *Netns) devAddrFor(dev *Device, dst [4]byte) [4]byte {
+	var first, any [4]byte
+	haveFirst := false
+	for _, a := range ns.addrs {
+		if a.Dev.Kind == KindLoopback {
+			continue
+		}
+		if a.Dev == dev {
+			if a.Prefix.Contains(netip.AddrFrom4(dst)) {
+				return a.Prefix.Addr().As4()
+			}
+			if !haveFirst {
+				first, haveFirst = a.Prefix.Addr().As4(), true
+			}
+		} else if any == ([4]byte{}) {
+			any = a.Prefix.Addr().As4()
+		}
+	}
+	if haveFirst {
+		return first
+	}
+	return any
+}
+
+// Fire is the ARP retransmission timer.
+func (e *neighEntry) Fire(w *Walk) {
+	if e.state != NeighIncomplete || e.ns.neigh.m[e.key] != e {
+		return
+	}
+	if e.probes >= ARPProbes {
+		e.state = NeighFailed
+		q := e.queue
+		e.queue = nil
+		for _, p := range q {
+			e.ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4HostUnreachable, 0)
+			e.ns.drop(w, p, e.dev, "neigh", ReasonNeighUnresolved,
+				"no ARP reply for "+addrString(e.key.ip)+" after "+itoa(ARPProbes)+" probes (ICMP host unreachable sent)")
+		}
+		return
+	}
+	e.ns.arpProbe(w, e)
+}
+
+// arpProbe broadcasts an ARP request for e and arms the retransmit timer.
+func (ns *Netns) arpProbe(w *Walk, e *neighEntry) {
+	e.probes++
+	p := ns.e.Pool.Get()
+	f := p.buf[Headroom : Headroom+42]
+	p.head, p.tail = Headroom, Headroom+42
+	writeARP(f, 1, e.dev.MAC, e.srcIP, BroadcastMAC, MAC{}, e.key.ip)
+	if e.trace != nil {
+		p.Trace = e.trace
+		p.ID = e.trace.NewPacketID()
+		p.Parent = e.parent
+		ns.observe(w, p, e.dev, "arp", trace.Replied, "who-has "+addrString(e.key.ip)+" (probe "+itoa(e.probes)+"/"+itoa(ARPProbes)+")")
+	}
+	ns.e.ScheduleTimer(ARPRetransTime, e)
+	e.dev.transmit(w, p)
+}
+
+// writeARP writes an Ethernet+ARP frame for IPv4 over Ethernet into f (42 bytes).
+// For requests the Ethernet destination is broadcast and tha is tha as given.
+func writeARP(f []byte, op uint16, sha MAC, spa [4]byte, ethDst, tha MAC, tpa [4]byte) {
+	copy(f[0:6], ethDst[:])
+	copy(f[6:12], sha[:])
+	f[12], f[13] = 0x08, 0x06
+	a := f[14:]
+	a[0], a[1] = 0, 1 // Ethernet
+	a[2], a[3] = 0x08, 0x00
+	a[4], a[5] = 6, 4
+	a[6], a[7] = byte(op>>8), byte(op)
+	copy(a[8:14], sha[:])
+	copy(a[14:18], spa[:])
+	copy(a[18:24], tha[:])
+	copy(a[24:28], tpa[:])
+}
+
+// ARP describes a parsed ARP packet for IPv4 over Ethernet.
+type ARP struct {
+	Op       uint16
+	SHA, THA MAC
+	SPA, TPA [4]byte
+}
+
+// ParseARP parses the ARP payload of a frame (after the Ethernet header).
+func ParseARP(b []byte) (ARP, error) {
+	if len(b) < 28 {
+		return ARP{}, &FrameError{Layer: "arp", Reason: "shorter than 28 bytes"}
+	}
+	if b[0] != 0 || b[1] != 1 || b[2] != 0x08 || b[3] != 0 || b[4] != 6 || b[5] != 4 {
+		return ARP{}, &FrameError{Layer: "arp", Reason: "not IPv4 over Ethernet"}
+	}
+	op := uint16(b[6])<<8 | uint16(b[7])
+	if op != 1 && op != 2 {
+		return ARP{}, &FrameError{Layer: "arp", Reason: "opcode " + itoa(int(op)) + " is neither request nor reply"}
+	}
+	return ARP{Op: op, SHA: MAC(b[8:14]), SPA: [4]byte(b[14:18]), THA: MAC(b[18:24]), TPA: [4]byte(b[24:28])}, nil
+}
+
+// arpReceive is arp_process: answer requests for our addresses, learn the
+// sender, complete INCOMPLETE entries from replies.
+func (ns *Netns) arpReceive(w *Walk, dev *Device, p *Packet) {
+	a, err := ParseARP(p.Frame()[EthHdrLen:])
+	if err != nil {
+		ns.drop(w, p, dev, "arp", ReasonMalformed, err.Error())
+		return
+	}
+	k := neighKey{dev.Index, a.SPA}
+	e := ns.neigh.m[k]
+	_, forUs := ns.local[a.TPA]
+	if a.Op == 1 && forUs {
+		// neigh_event_ns: a request for us creates or refreshes the sender.
+		if e == nil {
+			e = &neighEntry{key: k, ns: ns, dev: dev, state: NeighStale, mac: a.SHA, confirmed: ns.e.now}
+			ns.neigh.m[k] = e
+		} else if e.state != NeighPermanent {
+			if e.mac != a.SHA || e.state == NeighIncomplete || e.state == NeighFailed {
+				e.state = NeighStale
+			}
+			e.mac = a.SHA
+			ns.flushQueue(w, e)
+		}
+		r := ns.e.Pool.Get()
+		r.head, r.tail = Headroom, Headroom+42
+		writeARP(r.buf[Headroom:Headroom+42], 2, dev.MAC, a.TPA, a.SHA, a.SHA, a.SPA)
+		if p.Trace != nil {
+			r.Trace, r.ID, r.Parent = p.Trace, p.Trace.NewPacketID(), p.ID
+			ns.observe(w, p, dev, "arp", trace.Delivered, "request for local address "+addrString(a.TPA))
+			ns.observe(w, r, dev, "arp", trace.Replied, addrString(a.TPA)+" is-at "+dev.MAC.String())
+		}
+		p.Release()
+		dev.transmit(w, r)
+		return
+	}
+	if e != nil && e.state != NeighPermanent && (a.Op == 2 || forUs || e.state == NeighIncomplete) {
+		e.mac, e.state, e.confirmed = a.SHA, NeighReachable, ns.e.now
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "arp", trace.Resolved, addrString(a.SPA)+" is-at "+a.SHA.String())
+		}
+		p.Release()
+		ns.flushQueue(w, e)
+		return
+	}
+	if p.Trace != nil {
+		ns.observe(w, p, dev, "arp", trace.Delivered, "not for us; ignored")
+	}
+	p.Release()
+}
+
+// flushQueue transmits the packets waiting on a now-usable entry.
+func (ns *Netns) flushQueue(w *Walk, e *neighEntry) {
+	if !e.usable() || len(e.queue) == 0 {
+		return
+	}
+	q := e.queue
+	e.queue = nil
+	for _, p := range q {
+		p.SetMACs(e.dev.MAC, e.mac)
+		e.dev.transmit(w, p)
+	}
+}

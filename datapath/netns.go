@@ -1,0 +1,605 @@
+package datapath
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	"github.com/kubewalk/kubewalk/datapath/route"
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// Sysctls are the per-namespace knobs that change the walk.
+type Sysctls struct {
+	// IPForward is net.ipv4.ip_forward (and conf.all.forwarding).
+	IPForward bool
+	// BridgeNFCallIPTables is net.bridge.bridge-nf-call-iptables: bridged
+	// IPv4 frames traverse the iptables hooks (br_netfilter).
+	BridgeNFCallIPTables bool
+	// DefaultTTL is net.ipv4.ip_default_ttl (64).
+	DefaultTTL uint8
+	// EchoIgnoreBroadcasts is net.ipv4.icmp_echo_ignore_broadcasts (1).
+	EchoIgnoreBroadcasts bool
+}
+
+// Addr is an IPv4 address assigned to a device (`ip addr add A/N dev D`).
+type Addr struct {
+	Prefix netip.Prefix
+	Dev    *Device
+}
+
+// Netns is a network namespace: devices, addresses, a routing table, a
+// neighbour table, netfilter hook points and the minimal sockets of the
+// local stack. Node names the node it belongs to, for traces.
+type Netns struct {
+	Name, Node string
+	Sysctl     Sysctls
+
+	e       *Engine
+	devs    []*Device
+	byName  map[string]*Device
+	addrs   []Addr
+	local   map[[4]byte]*Device
+	bcast   map[[4]byte]bool
+	Routes  route.Table
+	neigh   neighTable
+	hooks   [numHooks]hookList
+	sockets sockets
+	lo      *Device
+	ipID    uint16
+}
+
+// NewNetns creates a namespace with a loopback device lo (127.0.0.1/8, up),
+// as `ip netns add` plus `ip link set lo up` does.
+func (e *Engine) NewNetns(node, name string) *Netns {
+	ns := &Netns{
+		Name: name, Node: node, e: e,
+		byName: map[string]*Device{},
+		local:  map[[4]byte]*Device{},
+		bcast:  map[[4]byte]bool{},
+		Sysctl: Sysctls{DefaultTTL: 64, EchoIgnoreBroadcasts: true},
+	}
+	ns.neigh.init()
+	ns.sockets.init()
+	e.netnsCount++
+	lo, _ := ns.addDevice("lo", KindLoopback, MAC{}, 65536)
+	lo.up = true
+	ns.lo = lo
+	_ = ns.AddAddr("lo", netip.MustParsePrefix("127.0.0.1/8"))
+	return ns
+}
+
+// Engine returns the engine the namespace runs on.
+func (ns *Netns) Engine() *Engine { return ns.e }
+
+// Devices returns the namespace's devices in ifindex order.
+func (ns *Netns) Devices() []*Device { return ns.devs }
+
+// Device returns the device named name, or nil.
+func (ns *Netns) Device(name string) *Device { return ns.byName[name] }
+
+// Addrs returns the namespace's addresses in the order they were added.
+func (ns *Netns) Addrs() []Addr { return ns.addrs }
+
+func (ns *Netns) addDevice(name string, kind DeviceKind, mac MAC, mtu int) (*Device, error) {
+	if name == "" || len(name) > 15 {
+		return nil, &ConfigError{Op: "add device", Object: name, Reason: "name must be 1 to 15 characters (IFNAMSIZ)"}
+	}
+	if _, dup := ns.byName[name]; dup {
+		return nil, &ConfigError{Op: "add device", Object: name, Reason: "RTNETLINK answers: File exists"}
+	}
+	ns.e.nextIfindex++
+	d := &Device{Name: name, Index: ns.e.nextIfindex, Kind: kind, MAC: mac, MTU: mtu, ns: ns}
+	ns.devs = append(ns.devs, d)
+	ns.byName[name] = d
+	return d, nil
+}
+
+// AddVeth creates a veth pair: name in ns, peerName in peerNS (which may be
+// ns), each with a random MAC from the engine's random source, MTU 1500, down.
+func (ns *Netns) AddVeth(name string, peerNS *Netns, peerName string) (*Device, *Device, error) {
+	if peerNS == ns && name == peerName {
+		return nil, nil, &ConfigError{Op: "add veth", Object: name, Reason: "both ends have the same name"}
+	}
+	if _, dup := peerNS.byName[peerName]; dup {
+		return nil, nil, &ConfigError{Op: "add device", Object: peerName, Reason: "RTNETLINK answers: File exists"}
+	}
+	a, err := ns.addDevice(name, KindVeth, RandomMAC(ns.e.rng), 1500)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := peerNS.addDevice(peerName, KindVeth, RandomMAC(ns.e.rng), 1500)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.peer, b.peer = b, a
+	return a, b, nil
+}
+
+// AddBridge creates a Linux bridge device with a random MAC, as the CNI
+// bridge plugin does (it then pins that MAC so ports do not change it).
+func (ns *Netns) AddBridge(name string) (*Device, error) {
+	d, err := ns.addDevice(name, KindBridge, RandomMAC(ns.e.rng), 1500)
+	if err != nil {
+		return nil, err
+	}
+	d.br = &bridge{dev: d, fdb: map[MAC]*fdbEntry{}, AgeingTime: DefaultAgeingTime}
+	d.br.fdb[d.MAC] = &fdbEntry{port: d, local: true}
+	return d, nil
+}
+
+// AddNIC creates an Ethernet NIC with the given MAC and MTU.
+func (ns *Netns) AddNIC(name string, mac MAC, mtu int) (*Device, error) {
+	if mac.IsMulticast() || mac.IsZero() {
+		return nil, &ConfigError{Op: "add device", Object: name, Reason: "MAC " + mac.String() + " is not a unicast address"}
+	}
+	return ns.addDevice(name, KindNIC, mac, mtu)
+}
+
+// SetMaster enslaves port to bridge (`ip link set dev P master B`). The
+// port's own MAC becomes a permanent local FDB entry.
+func (ns *Netns) SetMaster(port, bridgeName string) error {
+	p, b := ns.byName[port], ns.byName[bridgeName]
+	switch {
+	case p == nil:
+		return &ConfigError{Op: "set master", Object: port, Reason: "Cannot find device"}
+	case b == nil:
+		return &ConfigError{Op: "set master", Object: bridgeName, Reason: "Cannot find device"}
+	case b.Kind != KindBridge:
+		return &ConfigError{Op: "set master", Object: bridgeName, Reason: "not a bridge"}
+	case p == b || p.Kind == KindBridge || p.Kind == KindLoopback:
+		return &ConfigError{Op: "set master", Object: port, Reason: "cannot be a bridge port"}
+	case p.master != nil:
+		return &ConfigError{Op: "set master", Object: port, Reason: "already a port of " + p.master.Name}
+	}
+	p.master = b
+	b.br.ports = append(b.br.ports, p)
+	b.br.fdb[p.MAC] = &fdbEntry{port: p, local: true}
+	return nil
+}
+
+// SetMTU sets a device's MTU.
+func (ns *Netns) SetMTU(dev string, mtu int) error {
+	d := ns.byName[dev]
+	if d == nil {
+		return &ConfigError{Op: "set mtu", Object: dev, Reason: "Cannot find device"}
+	}
+	if mtu < 68 || mtu > MaxFrame-EthHdrLen {
+		return &ConfigError{Op: "set mtu", Object: dev, Reason: "MTU " + itoa(mtu) + " out of range 68.." + itoa(MaxFrame-EthHdrLen)}
+	}
+	d.MTU = mtu
+	return nil
+}
+
+// SetUp brings a device up or down by name.
+func (ns *Netns) SetUp(dev string, up bool) error {
+	d := ns.byName[dev]
+	if d == nil {
+		return &ConfigError{Op: "set link", Object: dev, Reason: "Cannot find device"}
+	}
+	d.up = up
+	return nil
+}
+
+// AddAddr assigns an IPv4 address with prefix length to a device, adding the
+// local entry and, for prefixes shorter than /32, the connected route
+// (proto kernel scope link src A), as the kernel does.
+func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
+	d := ns.byName[dev]
+	if d == nil {
+		return &ConfigError{Op: "add address", Object: dev, Reason: "Cannot find device"}
+	}
+	if !p.IsValid() || !p.Addr().Is4() {
+		return &ConfigError{Op: "add address", Object: p.String(), Reason: "not an IPv4 prefix"}
+	}
+	a4 := p.Addr().As4()
+	for _, a := range ns.addrs {
+		if a.Prefix.Addr() == p.Addr() && a.Dev == d {
+			return &ConfigError{Op: "add address", Object: p.String(), Reason: "RTNETLINK answers: File exists"}
+		}
+	}
+	ns.addrs = append(ns.addrs, Addr{Prefix: p, Dev: d})
+	ns.local[a4] = d
+	if d.Kind == KindLoopback {
+		return nil
+	}
+	if p.Bits() < 31 {
+		m := p.Masked()
+		b := m.Addr().As4()
+		host := ^uint32(0) >> p.Bits()
+		b[0] |= byte(host >> 24)
+		b[1] |= byte(host >> 16)
+		b[2] |= byte(host >> 8)
+		b[3] |= byte(host)
+		ns.bcast[b] = true
+	}
+	if p.Bits() < 32 {
+		r := route.Route{Dst: p.Masked(), Dev: d.Index, DevName: d.Name, Proto: route.ProtoKernel,
+			Scope: route.ScopeLink, Src: p.Addr()}
+		if _, ok := ns.lookupExact(r.Dst, 0); !ok {
+			return ns.Routes.Add(r)
+		}
+	}
+	return nil
+}
+
+func (ns *Netns) lookupExact(dst netip.Prefix, metric int) (route.Route, bool) {
+	for _, r := range ns.Routes.List() {
+		if r.Dst == dst && r.Metric == metric {
+			return r, true
+		}
+	}
+	return route.Route{}, false
+}
+
+// IsLocal reports whether a is one of the namespace's addresses.
+func (ns *Netns) IsLocal(a [4]byte) bool { _, ok := ns.local[a]; return ok }
+
+// RouteSpec describes a route as `ip route add` takes it.
+type RouteSpec struct {
+	Dst    netip.Prefix
+	Via    netip.Addr // optional gateway
+	Dev    string     // output device; may be empty when Via is on a connected network
+	OnLink bool
+	Metric int
+	Src    netip.Addr
+	Proto  route.Proto // 0 means boot, as `ip route add` sets
+	Type   route.Type
+}
+
+// AddRoute adds a route, checking what the kernel checks: the device exists,
+// and without onlink the gateway is reachable through a connected route.
+func (ns *Netns) AddRoute(s RouteSpec) error { return ns.addRoute(s, false) }
+
+// ReplaceRoute is AddRoute with `ip route replace` semantics.
+func (ns *Netns) ReplaceRoute(s RouteSpec) error { return ns.addRoute(s, true) }
+
+func (ns *Netns) addRoute(s RouteSpec, replace bool) error {
+	obj := s.Dst.String()
+	if s.Type != route.Unicast {
+		r := route.Route{Dst: s.Dst, Metric: s.Metric, Type: s.Type, Proto: cmp.Or(s.Proto, route.ProtoBoot)}
+		if replace {
+			return ns.Routes.Replace(r)
+		}
+		return ns.Routes.Add(r)
+	}
+	var d *Device
+	if s.Dev != "" {
+		if d = ns.byName[s.Dev]; d == nil {
+			return &ConfigError{Op: "add route", Object: obj, Reason: "Cannot find device \"" + s.Dev + "\""}
+		}
+	}
+	if s.Via.IsValid() && !s.OnLink {
+		gw := s.Via.As4()
+		r, ok := ns.Routes.Lookup(gw)
+		if !ok || r.Gw.IsValid() || (d != nil && r.Dev != d.Index) {
+			return &ConfigError{Op: "add route", Object: obj, Reason: "Error: Nexthop has invalid gateway."}
+		}
+		if d == nil {
+			d = ns.devByIndex(r.Dev)
+		}
+	}
+	if d == nil {
+		return &ConfigError{Op: "add route", Object: obj, Reason: "no device and no gateway"}
+	}
+	r := route.Route{Dst: s.Dst, Gw: s.Via, Dev: d.Index, DevName: d.Name, OnLink: s.OnLink,
+		Metric: s.Metric, Proto: cmp.Or(s.Proto, route.ProtoBoot), Src: s.Src}
+	if !s.Via.IsValid() {
+		r.Scope = route.ScopeLink
+	}
+	if replace {
+		return ns.Routes.Replace(r)
+	}
+	return ns.Routes.Add(r)
+}
+
+func (ns *Netns) devByIndex(i int) *Device {
+	for _, d := range ns.devs {
+		if d.Index == i {
+			return d
+		}
+	}
+	return nil
+}
+
+// AddHookStage registers s on a netfilter hook at a priority; stages run in
+// ascending priority (see the Priority constants), equal priorities in
+// registration order.
+func (ns *Netns) AddHookStage(h Hook, name string, priority int, s Stage) {
+	ns.hooks[h].add(HookEntry{Name: name, Priority: priority, Stage: s})
+}
+
+// RemoveHookStage removes a stage registered with AddHookStage.
+func (ns *Netns) RemoveHookStage(h Hook, name string) bool { return ns.hooks[h].remove(name) }
+
+// HookStages lists the stages on a hook, in the order they run.
+func (ns *Netns) HookStages(h Hook) []HookEntry { return slices.Clone(ns.hooks[h]) }
+
+func (ns *Netns) observe(w *Walk, p *Packet, dev *Device, stage string, a trace.Action, detail string) {
+	o := trace.Observation{Node: ns.Node, Netns: ns.Name, Stage: stage, Action: a, Summary: Summarize(p.Frame()), Detail: detail}
+	if dev != nil {
+		o.Device = dev.Name
+	}
+	w.Observe(p, o)
+}
+
+// drop records a drop and releases p.
+func (ns *Netns) drop(w *Walk, p *Packet, dev *Device, stage string, r DropReason, detail string) {
+	if p.Trace != nil {
+		o := trace.Observation{Node: ns.Node, Netns: ns.Name, Stage: stage, Action: trace.Dropped,
+			Summary: Summarize(p.Frame()), Detail: detail, Reason: r.String()}
+		if dev != nil {
+			o.Device = dev.Name
+		}
+		w.Observe(p, o)
+	}
+	p.Release()
+}
+
+func (ns *Netns) runHook(w *Walk, h Hook, p *Packet, dev *Device) bool {
+	l := ns.hooks[h]
+	if len(l) == 0 {
+		return true
+	}
+	switch v := l.run(w, p); v.Code {
+	case Drop:
+		ns.drop(w, p, dev, h.String(), v.Reason, "")
+		return false
+	case Stolen:
+		return false
+	}
+	return true
+}
+
+// l2Receive is netif_receive_skb for a device that is not a bridge port.
+func (ns *Netns) l2Receive(w *Walk, dev *Device, p *Packet) {
+	dst := p.DstMAC()
+	if dev.Kind != KindLoopback && !dst.IsMulticast() && dst != dev.MAC {
+		ns.drop(w, p, dev, "rx", ReasonNotForUs, "destination "+dst.String()+" is not "+dev.MAC.String())
+		return
+	}
+	switch p.EtherType() {
+	case 0x0806:
+		ns.arpReceive(w, dev, p)
+	case 0x0800:
+		ns.ipReceive(w, dev, p)
+	default:
+		ns.drop(w, p, dev, "rx", ReasonUnknownProtocol, "ethertype 0x"+hex16(p.EtherType()))
+	}
+}
+
+// ValidateIPv4 checks an IPv4 packet (starting at the IP header) the way
+// ip_rcv_core does: version, header length, total length, checksum. It
+// returns the total length on success.
+func ValidateIPv4(b []byte) (int, error) {
+	if len(b) < header.IPv4MinimumSize {
+		return 0, &FrameError{Layer: "ipv4", Reason: "shorter than 20 bytes"}
+	}
+	if b[0]>>4 != 4 {
+		return 0, &FrameError{Layer: "ipv4", Reason: "version " + itoa(int(b[0]>>4)) + " is not 4"}
+	}
+	ihl := int(b[0]&0xf) * 4
+	if ihl < header.IPv4MinimumSize {
+		return 0, &FrameError{Layer: "ipv4", Reason: "header length " + itoa(ihl) + " below 20"}
+	}
+	tot := int(b[2])<<8 | int(b[3])
+	if tot < ihl || tot > len(b) {
+		return 0, &FrameError{Layer: "ipv4", Reason: "total length " + itoa(tot) + " inconsistent with header " + itoa(ihl) + " and frame " + itoa(len(b))}
+	}
+	if ihl > len(b) {
+		return 0, &FrameError{Layer: "ipv4", Reason: "header longer than packet"}
+	}
+	if header.IPv4(b[:ihl]).CalculateChecksum() != 0xffff {
+		return 0, &FrameError{Layer: "ipv4", Reason: "bad header checksum"}
+	}
+	return tot, nil
+}
+
+// ipReceive is ip_rcv: validate, PREROUTING, route input.
+func (ns *Netns) ipReceive(w *Walk, dev *Device, p *Packet) {
+	tot, err := ValidateIPv4(p.Frame()[EthHdrLen:])
+	if err != nil {
+		ns.drop(w, p, dev, "ip", ReasonMalformed, err.Error())
+		return
+	}
+	p.Truncate(EthHdrLen + tot) // strip Ethernet padding
+	p.Local = false
+	if !ns.runHook(w, Prerouting, p, dev) {
+		return
+	}
+	ns.routeInput(w, dev, p)
+}
+
+// routeInput decides local delivery or forwarding (ip_route_input).
+func (ns *Netns) routeInput(w *Walk, dev *Device, p *Packet) {
+	ip := p.IPv4()
+	dst := [4]byte(ip[16:20])
+	if _, ok := ns.local[dst]; ok || ns.bcast[dst] || dst == [4]byte{255, 255, 255, 255} {
+		if !ns.runHook(w, Input, p, dev) {
+			return
+		}
+		ns.deliver(w, dev, p)
+		return
+	}
+	if dst[0] == 127 {
+		ns.drop(w, p, dev, "route", ReasonNoRoute, "martian destination "+addrString(dst))
+		return
+	}
+	if !ns.Sysctl.IPForward {
+		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4HostUnreachable, 0)
+		ns.drop(w, p, dev, "route", ReasonForwardingOff, "not a local address and forwarding is off (ICMP host unreachable sent)")
+		return
+	}
+	r, ok := ns.Routes.Lookup(dst)
+	if !ok || r.Type != route.Unicast {
+		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4NetUnreachable, 0)
+		ns.drop(w, p, dev, "route", ReasonNoRoute, "no route to "+addrString(dst)+" (ICMP net unreachable sent)")
+		return
+	}
+	ns.forward(w, dev, p, r)
+}
+
+// forward is ip_forward: TTL, MTU, FORWARD hook, POSTROUTING, neighbour.
+func (ns *Netns) forward(w *Walk, in *Device, p *Packet, r *route.Route) {
+	out := ns.devByIndex(r.Dev)
+	if p.Trace != nil {
+		ns.observe(w, p, out, "route", trace.Routed, r.String())
+	}
+	ip := p.IPv4()
+	if ip.TTL() <= 1 {
+		ns.icmpError(w, p, header.ICMPv4TimeExceeded, header.ICMPv4TTLExceeded, 0)
+		ns.drop(w, p, in, "forward", ReasonTTLExceeded, "TTL "+itoa(int(ip.TTL()))+" (ICMP time exceeded sent)")
+		return
+	}
+	if int(ip.TotalLength()) > out.MTU && ip.Flags()&header.IPv4FlagDontFragment != 0 {
+		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4FragmentationNeeded, uint32(out.MTU))
+		ns.drop(w, p, in, "forward", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU)+" of "+out.Name+" (ICMP frag needed sent)")
+		return
+	}
+	decTTL(ip)
+	p.OutDev = out
+	p.NextHop = nextHop(r, ip)
+	if !ns.runHook(w, Forward, p, in) {
+		return
+	}
+	ns.postrouting(w, p)
+}
+
+func nextHop(r *route.Route, ip header.IPv4) [4]byte {
+	if r.Gw.IsValid() {
+		return r.Gw.As4()
+	}
+	return [4]byte(ip[16:20])
+}
+
+// decTTL decrements the TTL and patches the checksum (ip_decrease_ttl).
+func decTTL(ip header.IPv4) {
+	ip[8]--
+	// RFC 1624: the TTL is the high byte of the 16-bit word at offset 8.
+	sum := uint32(ip[10])<<8 | uint32(ip[11])
+	sum += 0x0100
+	sum = (sum & 0xffff) + (sum >> 16)
+	ip[10], ip[11] = byte(sum>>8), byte(sum)
+}
+
+// output is ip_local_out for a packet generated by this namespace: route,
+// OUTPUT hook (rerouting if NAT changed the destination), POSTROUTING.
+func (ns *Netns) output(w *Walk, p *Packet) {
+	p.Local = true
+	p.InDev = nil
+	if _, err := ValidateIPv4(p.Frame()[EthHdrLen:]); err != nil {
+		ns.drop(w, p, nil, "output", ReasonMalformed, err.Error())
+		return
+	}
+	if !ns.routeOutput(w, p) {
+		return
+	}
+	dst := [4]byte(p.IPv4()[16:20])
+	if !ns.runHook(w, Output, p, nil) {
+		return
+	}
+	if [4]byte(p.IPv4()[16:20]) != dst && !ns.routeOutput(w, p) {
+		return
+	}
+	ns.postrouting(w, p)
+}
+
+// routeOutput sets OutDev and NextHop for a locally generated packet.
+func (ns *Netns) routeOutput(w *Walk, p *Packet) bool {
+	ip := p.IPv4()
+	dst := [4]byte(ip[16:20])
+	if _, ok := ns.local[dst]; ok || dst[0] == 127 {
+		p.OutDev, p.NextHop = ns.lo, dst
+		return true
+	}
+	r, ok := ns.Routes.Lookup(dst)
+	if !ok || r.Type != route.Unicast {
+		ns.drop(w, p, nil, "route", ReasonNoRoute, "no route to "+addrString(dst)+" (connect: Network is unreachable)")
+		return false
+	}
+	p.OutDev = ns.devByIndex(r.Dev)
+	p.NextHop = nextHop(r, ip)
+	if p.Trace != nil {
+		ns.observe(w, p, p.OutDev, "route", trace.Routed, r.String())
+	}
+	return true
+}
+
+// postrouting runs POSTROUTING, checks the MTU and hands the packet to the
+// neighbour layer (ip_output, ip_finish_output).
+func (ns *Netns) postrouting(w *Walk, p *Packet) {
+	if !ns.runHook(w, Postrouting, p, p.OutDev) {
+		return
+	}
+	out := p.OutDev
+	ip := p.IPv4()
+	if int(ip.TotalLength()) > out.MTU {
+		if ip.Flags()&header.IPv4FlagDontFragment != 0 {
+			if p.Local {
+				ns.drop(w, p, out, "output", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU)+" (sendmsg: Message too long)")
+			} else {
+				ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4FragmentationNeeded, uint32(out.MTU))
+				ns.drop(w, p, out, "output", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU)+" (ICMP frag needed sent)")
+			}
+			return
+		}
+		ns.drop(w, p, out, "output", ReasonMTU, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU))
+		return
+	}
+	ns.neighOutput(w, out, p.NextHop, p)
+}
+
+// bridgePrerouting runs PREROUTING for a bridged IPv4 frame
+// (br_nf_pre_routing). If DNAT moved the destination off this bridge's
+// network, the frame is redirected to the host by rewriting its
+// destination MAC to the bridge's, as br_nf_pre_routing_finish does.
+// It returns false if the packet was consumed.
+func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
+	if _, err := ValidateIPv4(p.Frame()[EthHdrLen:]); err != nil {
+		ns.drop(w, p, b.dev, "br_netfilter", ReasonMalformed, err.Error())
+		return false
+	}
+	port := p.InDev
+	p.InDev = b.dev
+	before := [4]byte(p.IPv4()[16:20])
+	if !ns.runHook(w, Prerouting, p, b.dev) {
+		return false
+	}
+	p.InDev = port
+	after := [4]byte(p.IPv4()[16:20])
+	if before == after {
+		return true
+	}
+	if r, ok := ns.Routes.Lookup(after); ok && r.Dev == b.dev.Index && !r.Gw.IsValid() && !ns.IsLocal(after) {
+		if e := ns.neigh.get(b.dev.Index, after); e != nil && e.usable() {
+			p.SetMACs(p.SrcMAC(), e.mac)
+			return true
+		}
+	}
+	p.SetMACs(p.SrcMAC(), b.dev.MAC)
+	return true
+}
+
+// bridgeForward runs FORWARD and POSTROUTING for a bridged IPv4 frame
+// (br_nf_forward_ip, br_nf_post_routing), with the bridge as in and out
+// device as iptables sees them.
+func (ns *Netns) bridgeForward(w *Walk, b *bridge, port *Device, p *Packet) bool {
+	in := p.InDev
+	p.InDev, p.OutDev = b.dev, b.dev
+	if !ns.runHook(w, Forward, p, b.dev) {
+		return false
+	}
+	if !ns.runHook(w, Postrouting, p, b.dev) {
+		return false
+	}
+	p.InDev = in
+	return true
+}
+
+func addrString(a [4]byte) string { return netip.AddrFrom4(a).String() }
+
+func hex16(v uint16) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[v>>12], digits[v>>8&0xf], digits[v>>4&0xf], digits[v&0xf]})
+}

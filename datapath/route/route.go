@@ -1,0 +1,282 @@
+// Package route is an IPv4 routing table with longest-prefix match, modelled
+// on the kernel's main table: routes have a destination prefix, an optional
+// gateway, an output device, flags (onlink), a metric, a protocol, a scope
+// and a preferred source, and print as `ip route` prints them.
+package route
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Proto is who installed a route (rtm_protocol).
+type Proto uint8
+
+// Route protocols as iproute2 names them.
+const (
+	ProtoBoot   Proto = 3 // `ip route add` and most netlink users; not printed
+	ProtoKernel Proto = 2 // connected routes from addresses
+	ProtoStatic Proto = 4
+	ProtoDHCP   Proto = 16
+)
+
+func (p Proto) String() string {
+	switch p {
+	case ProtoBoot:
+		return "boot"
+	case ProtoKernel:
+		return "kernel"
+	case ProtoStatic:
+		return "static"
+	case ProtoDHCP:
+		return "dhcp"
+	}
+	return fmt.Sprint(uint8(p))
+}
+
+// Scope is the route scope (rtm_scope).
+type Scope uint8
+
+// Route scopes.
+const (
+	ScopeUniverse Scope = 0
+	ScopeLink     Scope = 253
+	ScopeHost     Scope = 254
+)
+
+// Type is the route type (rtm_type).
+type Type uint8
+
+// Route types modelled.
+const (
+	Unicast Type = iota
+	Blackhole
+	Unreachable
+	Prohibit
+)
+
+// Route is one entry of the table. Dev is the output interface index; the
+// table does not know devices, DevName is kept for printing.
+type Route struct {
+	Dst     netip.Prefix
+	Gw      netip.Addr // invalid when the destination is directly connected
+	Dev     int
+	DevName string
+	OnLink  bool
+	Metric  int
+	Proto   Proto
+	Scope   Scope
+	Src     netip.Addr // preferred source, invalid when unset
+	Type    Type
+	// LinkDown is printed as "linkdown" when the device has no carrier.
+	LinkDown bool
+}
+
+// String prints r as `ip route show` does, without the trailing newline
+// (iproute2 leaves a trailing space after the last attribute).
+func (r *Route) String() string {
+	var b strings.Builder
+	switch r.Type {
+	case Blackhole:
+		b.WriteString("blackhole ")
+	case Unreachable:
+		b.WriteString("unreachable ")
+	case Prohibit:
+		b.WriteString("prohibit ")
+	}
+	if r.Dst.Bits() == 0 {
+		b.WriteString("default")
+	} else {
+		b.WriteString(r.Dst.String())
+	}
+	if r.Gw.IsValid() {
+		b.WriteString(" via ")
+		b.WriteString(r.Gw.String())
+	}
+	if r.Type == Unicast {
+		b.WriteString(" dev ")
+		b.WriteString(r.DevName)
+	}
+	if r.Proto != ProtoBoot && r.Proto != 0 {
+		b.WriteString(" proto ")
+		b.WriteString(r.Proto.String())
+	}
+	if r.Scope == ScopeLink {
+		b.WriteString(" scope link")
+	} else if r.Scope == ScopeHost {
+		b.WriteString(" scope host")
+	}
+	if r.Src.IsValid() {
+		b.WriteString(" src ")
+		b.WriteString(r.Src.String())
+	}
+	if r.Metric != 0 {
+		fmt.Fprintf(&b, " metric %d", r.Metric)
+	}
+	if r.OnLink {
+		b.WriteString(" onlink")
+	}
+	if r.LinkDown {
+		b.WriteString(" linkdown")
+	}
+	b.WriteByte(' ')
+	return b.String()
+}
+
+// Error is returned for invalid table operations, with the message the
+// kernel's netlink answer would give.
+type Error struct {
+	Op    string
+	Route string
+	Msg   string
+}
+
+func (e *Error) Error() string { return "route " + e.Op + " " + e.Route + ": " + e.Msg }
+
+// Table is a routing table. Lookup is a longest-prefix match over one map
+// per prefix length, longest first; among routes for the same prefix the
+// lowest metric wins. Lookups do not allocate.
+type Table struct {
+	byLen [33]map[uint32][]Route
+	lens  uint64 // bit i set when byLen[i] is non-empty
+	n     int
+}
+
+func key(a [4]byte, bits int) uint32 {
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	if bits == 0 {
+		return 0
+	}
+	return v & ^uint32(0) << (32 - bits)
+}
+
+// Add inserts r. Like `ip route add`, it fails if a route with the same
+// destination and metric exists.
+func (t *Table) Add(r Route) error {
+	if err := check(&r); err != nil {
+		return err
+	}
+	bits := r.Dst.Bits()
+	k := key(r.Dst.Addr().As4(), bits)
+	if t.byLen[bits] == nil {
+		t.byLen[bits] = map[uint32][]Route{}
+	}
+	rs := t.byLen[bits][k]
+	for _, x := range rs {
+		if x.Metric == r.Metric {
+			return &Error{Op: "add", Route: r.String(), Msg: "RTNETLINK answers: File exists"}
+		}
+	}
+	rs = append(rs, r)
+	slices.SortStableFunc(rs, func(a, b Route) int { return cmp.Compare(a.Metric, b.Metric) })
+	t.byLen[bits][k] = rs
+	t.lens |= 1 << bits
+	t.n++
+	return nil
+}
+
+// Replace inserts r or replaces the route with the same destination and
+// metric, like `ip route replace`.
+func (t *Table) Replace(r Route) error {
+	if err := check(&r); err != nil {
+		return err
+	}
+	t.Delete(r.Dst, r.Metric)
+	return t.Add(r)
+}
+
+func check(r *Route) error {
+	if !r.Dst.IsValid() || !r.Dst.Addr().Is4() {
+		return &Error{Op: "add", Route: fmt.Sprint(r.Dst), Msg: "destination must be an IPv4 prefix"}
+	}
+	if r.Dst.Masked() != r.Dst {
+		return &Error{Op: "add", Route: r.Dst.String(), Msg: "Error: Invalid prefix for given prefix length."}
+	}
+	if r.Gw.IsValid() && !r.Gw.Is4() {
+		return &Error{Op: "add", Route: r.Dst.String(), Msg: "gateway must be IPv4"}
+	}
+	if r.Type == Unicast && r.Dev == 0 {
+		return &Error{Op: "add", Route: r.Dst.String(), Msg: "no output device"}
+	}
+	return nil
+}
+
+// Delete removes the route for dst with the given metric (metric < 0: the
+// first one). It reports whether a route was removed.
+func (t *Table) Delete(dst netip.Prefix, metric int) bool {
+	bits := dst.Bits()
+	if bits < 0 || t.byLen[bits] == nil {
+		return false
+	}
+	k := key(dst.Addr().As4(), bits)
+	rs := t.byLen[bits][k]
+	for i, x := range rs {
+		if metric < 0 || x.Metric == metric {
+			rs = append(rs[:i], rs[i+1:]...)
+			if len(rs) == 0 {
+				delete(t.byLen[bits], k)
+				if len(t.byLen[bits]) == 0 {
+					t.lens &^= 1 << bits
+				}
+			} else {
+				t.byLen[bits][k] = rs
+			}
+			t.n--
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteDev removes every route through device index dev (what the kernel
+// does when a device goes away).
+func (t *Table) DeleteDev(dev int) {
+	for _, r := range t.List() {
+		if r.Dev == dev {
+			t.Delete(r.Dst, r.Metric)
+		}
+	}
+}
+
+// Lookup returns the best route to dst: longest prefix, then lowest metric.
+// The returned pointer is valid until the table is next modified.
+func (t *Table) Lookup(dst [4]byte) (*Route, bool) {
+	lens := t.lens
+	for bits := 32; bits >= 0; bits-- {
+		if lens&(1<<bits) == 0 {
+			continue
+		}
+		if rs, ok := t.byLen[bits][key(dst, bits)]; ok {
+			return &rs[0], true
+		}
+	}
+	return nil, false
+}
+
+// Len is the number of routes.
+func (t *Table) Len() int { return t.n }
+
+// List returns the routes in the order `ip route show` prints them: by
+// destination address, shorter prefixes first for the same address, then
+// by metric.
+func (t *Table) List() []Route {
+	out := make([]Route, 0, t.n)
+	for _, m := range t.byLen {
+		for _, rs := range m {
+			out = append(out, rs...)
+		}
+	}
+	slices.SortFunc(out, func(a, b Route) int {
+		if c := a.Dst.Addr().Compare(b.Dst.Addr()); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Dst.Bits(), b.Dst.Bits()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Metric, b.Metric)
+	})
+	return out
+}

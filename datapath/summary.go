@@ -1,0 +1,123 @@
+package datapath
+
+import (
+	"fmt"
+	"strings"
+
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// Summarize describes a frame in one line, the way tcpdump would: ARP
+// requests and replies, ICMP, UDP and TCP with flags, and VXLAN with its
+// inner frame. It allocates; call it only for traced packets.
+func Summarize(f []byte) string {
+	var b strings.Builder
+	summarize(&b, f, 0)
+	return b.String()
+}
+
+func summarize(b *strings.Builder, f []byte, depth int) {
+	if len(f) < EthHdrLen {
+		b.WriteString("truncated frame")
+		return
+	}
+	switch et := uint16(f[12])<<8 | uint16(f[13]); et {
+	case 0x0806:
+		a, err := ParseARP(f[EthHdrLen:])
+		if err != nil {
+			b.WriteString("ARP, " + err.Error())
+			return
+		}
+		if a.Op == 1 {
+			fmt.Fprintf(b, "ARP, Request who-has %s tell %s", addrString(a.TPA), addrString(a.SPA))
+		} else {
+			fmt.Fprintf(b, "ARP, Reply %s is-at %s", addrString(a.SPA), a.SHA)
+		}
+	case 0x0800:
+		summarizeIPv4(b, f[EthHdrLen:], depth)
+	default:
+		fmt.Fprintf(b, "ethertype 0x%04x, length %d", et, len(f))
+	}
+}
+
+func summarizeIPv4(b *strings.Builder, ip []byte, depth int) {
+	if len(ip) < 20 || ip[0]>>4 != 4 || int(ip[0]&0xf)*4 > len(ip) {
+		b.WriteString("IP, malformed")
+		return
+	}
+	h := header.IPv4(ip)
+	src, dst := addrString([4]byte(ip[12:16])), addrString([4]byte(ip[16:20]))
+	l4 := ip[h.HeaderLength():]
+	if tl := int(h.TotalLength()); tl >= int(h.HeaderLength()) && tl <= len(ip) {
+		l4 = ip[h.HeaderLength():tl]
+	}
+	switch h.Protocol() {
+	case ProtoICMP:
+		if len(l4) < 8 {
+			fmt.Fprintf(b, "%s > %s: ICMP, truncated", src, dst)
+			break
+		}
+		ic := header.ICMPv4(l4)
+		fmt.Fprintf(b, "%s > %s: ICMP %s", src, dst, icmpName(ic.Type(), ic.Code()))
+		switch ic.Type() {
+		case header.ICMPv4Echo, header.ICMPv4EchoReply:
+			fmt.Fprintf(b, ", id %d, seq %d", ic.Ident(), ic.Sequence())
+		case header.ICMPv4DstUnreachable:
+			if ic.Code() == header.ICMPv4FragmentationNeeded {
+				fmt.Fprintf(b, " (mtu %d)", ic.MTU())
+			}
+		}
+	case ProtoUDP:
+		if len(l4) < 8 {
+			fmt.Fprintf(b, "%s > %s: UDP, truncated", src, dst)
+			break
+		}
+		u := header.UDP(l4)
+		fmt.Fprintf(b, "%s.%d > %s.%d: UDP, length %d", src, u.SourcePort(), dst, u.DestinationPort(), len(l4)-8)
+		if (u.DestinationPort() == 8472 || u.DestinationPort() == 4789) && len(l4) >= 16+EthHdrLen && l4[8]&0x08 != 0 && depth == 0 {
+			vni := uint32(l4[12])<<16 | uint32(l4[13])<<8 | uint32(l4[14])
+			fmt.Fprintf(b, " VXLAN, vni %d: ", vni)
+			summarize(b, l4[16:], depth+1)
+			return
+		}
+	case ProtoTCP:
+		if len(l4) < 20 {
+			fmt.Fprintf(b, "%s > %s: TCP, truncated", src, dst)
+			break
+		}
+		t := header.TCP(l4)
+		fmt.Fprintf(b, "%s.%d > %s.%d: Flags [%s], seq %d", src, t.SourcePort(), dst, t.DestinationPort(), tcpFlags(t.Flags()), t.SequenceNumber())
+		if t.Flags()&header.TCPFlagAck != 0 {
+			fmt.Fprintf(b, ", ack %d", t.AckNumber())
+		}
+		if off := int(t.DataOffset()); off <= len(l4) {
+			fmt.Fprintf(b, ", length %d", len(l4)-off)
+		}
+	default:
+		fmt.Fprintf(b, "%s > %s: ip-proto-%d", src, dst, h.Protocol())
+	}
+	fmt.Fprintf(b, ", ttl %d", h.TTL())
+}
+
+func tcpFlags(f header.TCPFlags) string {
+	var s []byte
+	if f&header.TCPFlagSyn != 0 {
+		s = append(s, 'S')
+	}
+	if f&header.TCPFlagFin != 0 {
+		s = append(s, 'F')
+	}
+	if f&header.TCPFlagRst != 0 {
+		s = append(s, 'R')
+	}
+	if f&header.TCPFlagPsh != 0 {
+		s = append(s, 'P')
+	}
+	if f&header.TCPFlagAck != 0 {
+		s = append(s, '.')
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return string(s)
+}

@@ -1,0 +1,235 @@
+package datapath
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// VXLAN encapsulation overhead on IPv4: outer Ethernet 14 + IPv4 20 + UDP 8
+// + VXLAN 8. A VXLAN device's MTU is its underlay's minus this (1450).
+const VXLANOverhead = 50
+
+const vxlanHdrLen = 8
+
+// VXLANConfig is what `ip link add NAME type vxlan ...` takes.
+type VXLANConfig struct {
+	VNI      uint32
+	Port     uint16     // dstport (Linux default 8472 when 0 is given to iproute2 is not assumed: set it)
+	Local    netip.Addr // local address used as the outer source
+	Dev      string     // underlay device name, shown by `ip -d link`
+	Learning bool       // `nolearning` when false
+	// SrcPortMin and SrcPortMax bound the outer UDP source port; both zero
+	// means the kernel's default, the local port range 32768-60999.
+	SrcPortMin, SrcPortMax uint16
+}
+
+// VXLAN is the state of a vxlan device: its configuration and the FDB that
+// maps inner destination MACs to remote VTEP addresses.
+type VXLAN struct {
+	VXLANConfig
+	dev      *Device
+	fdb      map[MAC][4]byte
+	hashSeed uint32
+}
+
+// AddVXLAN creates a VXLAN device (`ip link add NAME type vxlan id VNI
+// local A dev D dstport P [no]learning`) with a random MAC and an MTU 50
+// bytes below the underlay device's.
+func (ns *Netns) AddVXLAN(name string, cfg VXLANConfig) (*Device, error) {
+	if cfg.VNI == 0 || cfg.VNI >= 1<<24 {
+		return nil, &ConfigError{Op: "add vxlan", Object: name, Reason: "VNI " + itoa(int(cfg.VNI)) + " out of range 1..16777215"}
+	}
+	if cfg.Port == 0 {
+		return nil, &ConfigError{Op: "add vxlan", Object: name, Reason: "dstport must be set"}
+	}
+	if !cfg.Local.Is4() {
+		return nil, &ConfigError{Op: "add vxlan", Object: name, Reason: "local must be an IPv4 address"}
+	}
+	mtu := 1500 - VXLANOverhead
+	if cfg.Dev != "" {
+		u := ns.byName[cfg.Dev]
+		if u == nil {
+			return nil, &ConfigError{Op: "add vxlan", Object: name, Reason: "Cannot find device \"" + cfg.Dev + "\""}
+		}
+		mtu = u.MTU - VXLANOverhead
+	}
+	for _, d := range ns.devs {
+		if d.vx != nil && d.vx.Port == cfg.Port {
+			return nil, &ConfigError{Op: "add vxlan", Object: name, Reason: "udp port " + itoa(int(cfg.Port)) + " already used by " + d.Name}
+		}
+	}
+	if cfg.SrcPortMin == 0 && cfg.SrcPortMax == 0 {
+		cfg.SrcPortMin, cfg.SrcPortMax = 32768, 61000
+	}
+	d, err := ns.addDevice(name, KindVXLAN, RandomMAC(ns.e.rng), mtu)
+	if err != nil {
+		return nil, err
+	}
+	d.vx = &VXLAN{VXLANConfig: cfg, dev: d, fdb: map[MAC][4]byte{}, hashSeed: ns.e.rng.Uint32()}
+	return d, nil
+}
+
+// VXLANFDBEntry is an entry of a VXLAN device's FDB (`bridge fdb show dev`).
+type VXLANFDBEntry struct {
+	MAC MAC
+	Dst netip.Addr
+}
+
+// AddFDB installs `bridge fdb append MAC dev D dst IP self permanent`.
+func (v *VXLAN) AddFDB(mac MAC, dst netip.Addr) error {
+	if !dst.Is4() {
+		return &ConfigError{Op: "fdb append", Object: mac.String(), Reason: "dst must be IPv4"}
+	}
+	v.fdb[mac] = dst.As4()
+	return nil
+}
+
+// DeleteFDB removes the entry for mac.
+func (v *VXLAN) DeleteFDB(mac MAC) { delete(v.fdb, mac) }
+
+// FDB lists the entries sorted by MAC.
+func (v *VXLAN) FDB() []VXLANFDBEntry {
+	out := make([]VXLANFDBEntry, 0, len(v.fdb))
+	for m, a := range v.fdb {
+		out = append(out, VXLANFDBEntry{MAC: m, Dst: netip.AddrFrom4(a)})
+	}
+	slices.SortFunc(out, func(a, b VXLANFDBEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
+	return out
+}
+
+// flowHash is a deterministic stand-in for skb_get_hash on the inner
+// packet: symmetric in source and destination like the kernel's flow
+// dissector hash, seeded per "boot" (per device).
+func (v *VXLAN) flowHash(inner []byte) uint32 {
+	h := v.hashSeed ^ 0x811c9dc5
+	mix := func(x uint32) {
+		h ^= x
+		h *= 0x01000193
+		h ^= h >> 15
+	}
+	if len(inner) >= EthHdrLen+20 && inner[12] == 0x08 && inner[13] == 0x00 {
+		ip := inner[EthHdrLen:]
+		a := uint32(ip[12])<<24 | uint32(ip[13])<<16 | uint32(ip[14])<<8 | uint32(ip[15])
+		b := uint32(ip[16])<<24 | uint32(ip[17])<<16 | uint32(ip[18])<<8 | uint32(ip[19])
+		var pa, pb uint32
+		ihl := int(ip[0]&0xf) * 4
+		if (ip[9] == ProtoTCP || ip[9] == ProtoUDP) && len(ip) >= ihl+4 {
+			pa = uint32(ip[ihl])<<8 | uint32(ip[ihl+1])
+			pb = uint32(ip[ihl+2])<<8 | uint32(ip[ihl+3])
+		}
+		if a > b || (a == b && pa > pb) {
+			a, b, pa, pb = b, a, pb, pa
+		}
+		mix(a)
+		mix(b)
+		mix(pa<<16 | pb)
+		mix(uint32(ip[9]))
+	} else {
+		for _, c := range inner[:min(len(inner), EthHdrLen)] {
+			mix(uint32(c))
+		}
+	}
+	return h
+}
+
+// srcPort scales the flow hash into [SrcPortMin, SrcPortMax) as
+// udp_flow_src_port does.
+func (v *VXLAN) srcPort(inner []byte) uint16 {
+	span := uint64(v.SrcPortMax - v.SrcPortMin)
+	return uint16(uint64(v.flowHash(inner))*span>>32) + v.SrcPortMin
+}
+
+// xmit is vxlan_xmit: look up the remote VTEP by inner destination MAC,
+// prepend outer IPv4/UDP/VXLAN headers into headroom and send the result as
+// a locally generated packet of the device's namespace (OUTPUT,
+// POSTROUTING, ARP on the underlay).
+func (v *VXLAN) xmit(w *Walk, p *Packet) {
+	ns := v.dev.ns
+	dst, ok := v.fdb[p.DstMAC()]
+	if !ok {
+		v.dev.drop(w, p, "vxlan", ReasonNoVXLANDestination, "no fdb entry for "+p.DstMAC().String())
+		return
+	}
+	inner := p.Frame()
+	sport := v.srcPort(inner)
+	var ecn byte
+	if p.EtherType() == 0x0800 {
+		ecn = p.IPv4()[1] & 0x03
+	}
+	innerLen := len(inner)
+	hdr := p.Prepend(EthHdrLen + 20 + 8 + vxlanHdrLen)
+	clear(hdr[:EthHdrLen])
+	hdr[12], hdr[13] = 0x08, 0x00
+	ipb := hdr[EthHdrLen:]
+	udpLen := 8 + vxlanHdrLen + innerLen
+	writeIPv4(ipb, ecn, 20+udpLen, ns.nextID(), false, ns.Sysctl.DefaultTTL, ProtoUDP, v.Local.As4(), dst)
+	u := header.UDP(ipb[20:])
+	u.SetSourcePort(sport)
+	u.SetDestinationPort(v.Port)
+	u.SetLength(uint16(udpLen))
+	vx := ipb[28:36]
+	vx[0], vx[1], vx[2], vx[3] = 0x08, 0, 0, 0
+	vx[4], vx[5], vx[6], vx[7] = byte(v.VNI>>16), byte(v.VNI>>8), byte(v.VNI), 0
+	u.SetChecksum(0)
+	seg := p.buf[p.head+EthHdrLen+20 : p.tail]
+	c := ^l4Checksum(header.IPv4(ipb), seg, header.UDPProtocolNumber)
+	if c == 0 {
+		c = 0xffff
+	}
+	u.SetChecksum(c)
+	if p.Trace != nil {
+		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",
+			Action: trace.Encapsulated, Summary: Summarize(p.Frame()),
+			Detail: "vni " + itoa(int(v.VNI)) + " to " + addrString(dst) + ":" + itoa(int(v.Port)) + " (fdb " + MAC(inner[0:6]).String() + " dst " + addrString(dst) + ")"})
+	}
+	ns.output(w, p)
+}
+
+// vxlanFor returns the VXLAN device bound to UDP port, or nil.
+func (ns *Netns) vxlanFor(port uint16) *VXLAN {
+	for _, d := range ns.devs {
+		if d.vx != nil && d.vx.Port == port {
+			return d.vx
+		}
+	}
+	return nil
+}
+
+// decap is vxlan_rcv for a local UDP packet to the device's port that
+// passed PREROUTING and INPUT: check flags and VNI, strip the outer
+// headers, and let the inner frame arrive on the VXLAN device.
+func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
+	ns := v.dev.ns
+	ip := p.IPv4()
+	l4 := p.L4()
+	if len(l4) < 8+vxlanHdrLen+EthHdrLen {
+		ns.drop(w, p, in, "vxlan", ReasonMalformed, (&FrameError{Layer: "vxlan", Reason: "too short for a VXLAN header and inner frame"}).Error())
+		return
+	}
+	vx := l4[8:16]
+	if vx[0]&0x08 == 0 {
+		ns.drop(w, p, in, "vxlan", ReasonMalformed, (&FrameError{Layer: "vxlan", Reason: "I flag not set"}).Error())
+		return
+	}
+	vni := uint32(vx[4])<<16 | uint32(vx[5])<<8 | uint32(vx[6])
+	if vni != v.VNI {
+		ns.drop(w, p, in, "vxlan", ReasonNoVXLANDestination, "vni "+itoa(int(vni))+" does not match "+v.dev.Name+" vni "+itoa(int(v.VNI)))
+		return
+	}
+	outer := EthHdrLen + ip.HeaderLength()
+	if v.Learning {
+		v.fdb[MAC(l4[16+6:16+12])] = [4]byte(ip[12:16])
+	}
+	p.TrimFront(int(outer) + 16)
+	p.Mark = 0
+	p.CT = CTRef{}
+	if p.Trace != nil {
+		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",
+			Action: trace.Decapsulated, Summary: Summarize(p.Frame()),
+			Detail: "vni " + itoa(int(vni)) + " from " + addrString([4]byte(ip[12:16]))})
+	}
+	w.e.ScheduleRx(0, v.dev, p)
+}
