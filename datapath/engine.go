@@ -14,8 +14,8 @@ type Timer interface {
 type eventKind uint8
 
 const (
-	evRx eventKind = iota + 1 // frame arrives on Dev
-	evOutput                  // locally generated IP packet enters Netns output
+	evRx     eventKind = iota + 1 // frame arrives on Dev
+	evOutput                      // locally generated IP packet enters Netns output
 	evTimer
 )
 

@@ -8,29 +8,29 @@ type DropReason uint8
 
 // Drop reasons, named after what the kernel would count or report.
 const (
-	ReasonNone              DropReason = iota
-	ReasonMalformed                    // failed header validation
-	ReasonNotForUs                     // destination MAC is another host's (PACKET_OTHERHOST)
-	ReasonDeviceDown                   // device administratively down or detached
-	ReasonUnknownProtocol              // EtherType or IP protocol not handled
-	ReasonNoRoute                      // no route to the destination (ICMP net unreachable sent)
-	ReasonForwardingOff                // net.ipv4.ip_forward=0 and the packet is not local
-	ReasonTTLExceeded                  // TTL reached zero while forwarding (ICMP time exceeded sent)
-	ReasonFragNeeded                   // larger than the path MTU with DF set (ICMP frag needed sent)
-	ReasonNeighUnresolved              // ARP got no answer after all probes (ICMP host unreachable sent)
-	ReasonNeighQueueFull               // too many packets waiting for one neighbour (unres_qlen)
-	ReasonPortUnreachable              // UDP to a port nothing listens on (ICMP port unreachable sent)
-	ReasonTCPReset                     // TCP to a port nothing listens on (RST sent)
-	ReasonHairpin                      // bridge would send the frame back out its ingress port without hairpin mode
-	ReasonNetfilterDrop                // a netfilter rule or policy dropped it
-	ReasonNetfilterReject              // a netfilter REJECT rule dropped it and answered
-	ReasonConntrackInvalid             // conntrack classified it INVALID
-	ReasonConntrackFull                // nf_conntrack_max reached
-	ReasonNoVXLANDestination           // VXLAN device has no FDB entry for the inner destination MAC
-	ReasonMTU                          // larger than the device MTU without DF: fragmentation is not modelled
-	ReasonStage                        // a user-inserted stage dropped it
-	ReasonDelivered                    // consumed by a local socket (not an error)
-	ReasonBandwidth                    // a token bucket shaper dropped it
+	ReasonNone               DropReason = iota
+	ReasonMalformed                     // failed header validation
+	ReasonNotForUs                      // destination MAC is another host's (PACKET_OTHERHOST)
+	ReasonDeviceDown                    // device administratively down or detached
+	ReasonUnknownProtocol               // EtherType or IP protocol not handled
+	ReasonNoRoute                       // no route to the destination (ICMP net unreachable sent)
+	ReasonForwardingOff                 // net.ipv4.ip_forward=0 and the packet is not local
+	ReasonTTLExceeded                   // TTL reached zero while forwarding (ICMP time exceeded sent)
+	ReasonFragNeeded                    // larger than the path MTU with DF set (ICMP frag needed sent)
+	ReasonNeighUnresolved               // ARP got no answer after all probes (ICMP host unreachable sent)
+	ReasonNeighQueueFull                // too many packets waiting for one neighbour (unres_qlen)
+	ReasonPortUnreachable               // UDP to a port nothing listens on (ICMP port unreachable sent)
+	ReasonTCPReset                      // TCP to a port nothing listens on (RST sent)
+	ReasonHairpin                       // bridge would send the frame back out its ingress port without hairpin mode
+	ReasonNetfilterDrop                 // a netfilter rule or policy dropped it
+	ReasonNetfilterReject               // a netfilter REJECT rule dropped it and answered
+	ReasonConntrackInvalid              // conntrack classified it INVALID
+	ReasonConntrackFull                 // nf_conntrack_max reached
+	ReasonNoVXLANDestination            // VXLAN device has no FDB entry for the inner destination MAC
+	ReasonMTU                           // larger than the device MTU without DF: fragmentation is not modelled
+	ReasonStage                         // a user-inserted stage dropped it
+	ReasonDelivered                     // consumed by a local socket (not an error)
+	ReasonBandwidth                     // a token bucket shaper dropped it
 	numReasons
 )
 
