@@ -280,3 +280,19 @@ func (s *Segment) Attach(d *Device) error {
 	s.ports = append(s.ports, d)
 	return nil
 }
+
+// Inject makes the device receive a copy of frame at the current virtual
+// time, as if it came off the wire (or from the veth peer). The returned
+// packet may be given a Trace before the engine runs.
+func (d *Device) Inject(frame []byte) (*Packet, error) {
+	if d.ns == nil {
+		return nil, &ConfigError{Op: "inject", Object: d.Name, Reason: "device was deleted"}
+	}
+	p := d.ns.e.Pool.Get()
+	if !p.SetFrame(frame) {
+		p.Release()
+		return nil, &FrameError{Layer: "ethernet", Reason: "frame of " + itoa(len(frame)) + " bytes exceeds the buffer"}
+	}
+	d.ns.e.ScheduleRx(0, d, p)
+	return p, nil
+}

@@ -41,8 +41,9 @@ type TCPListener struct {
 }
 
 type sockets struct {
-	udp map[uint16]*UDPSocket
-	tcp map[uint16]*TCPListener
+	udp   map[uint16]*UDPSocket
+	tcp   map[uint16]*TCPListener
+	conns map[connKey]*TCPConn
 }
 
 func (s *sockets) init() {
@@ -360,6 +361,9 @@ func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet) {
 	t := header.TCP(l4)
 	flags := t.Flags()
 	dlen := uint32(len(l4) - int(t.DataOffset()))
+	if ns.conn(w, dev, p, t, dlen) {
+		return
+	}
 	l := ns.sockets.tcp[t.DestinationPort()]
 	if l == nil {
 		if flags&header.TCPFlagRst != 0 {
@@ -489,3 +493,129 @@ func icmpName(t header.ICMPv4Type, c header.ICMPv4Code) string {
 // AddrFrom4 is netip.AddrFrom4, re-exported for brevity in callers that
 // hold [4]byte addresses.
 func AddrFrom4(a [4]byte) netip.Addr { return netip.AddrFrom4(a) }
+
+// TCPConn is a minimal active-open TCP socket: Dial sends a SYN, a SYN-ACK
+// is answered with an ACK and the connection counts as established; data
+// segments sent with Write are acknowledged by the peer's listener.
+type TCPConn struct {
+	ns                     *Netns
+	Src, Dst               [4]byte
+	Sport, Dport           uint16
+	sndNxt, rcvNxt         uint32
+	Established, Reset     bool
+	Received, AcksReceived int
+}
+
+type connKey struct {
+	local, remote [4]byte
+	lport, rport  uint16
+}
+
+// DialTCP opens a connection from src:sport to dst:dport by sending a SYN
+// with initial sequence number isn (the caller picks it, so walks are
+// reproducible). The SYN is traced into tr when tr is not nil.
+func (ns *Netns) DialTCP(src, dst netip.Addr, sport, dport uint16, isn uint32, tr *Trace) (*TCPConn, error) {
+	if !src.Is4() || !dst.Is4() {
+		return nil, &ConfigError{Op: "connect", Object: dst.String(), Reason: "IPv4 addresses required"}
+	}
+	if !ns.IsLocal(src.As4()) {
+		return nil, &ConfigError{Op: "connect", Object: src.String(), Reason: "bind: Cannot assign requested address"}
+	}
+	k := connKey{src.As4(), dst.As4(), sport, dport}
+	if ns.sockets.conns == nil {
+		ns.sockets.conns = map[connKey]*TCPConn{}
+	}
+	if _, ok := ns.sockets.conns[k]; ok {
+		return nil, &ErrAddrInUse{Netns: ns.Name, Proto: "tcp", Port: sport}
+	}
+	c := &TCPConn{ns: ns, Src: k.local, Dst: k.remote, Sport: sport, Dport: dport, sndNxt: isn}
+	ns.sockets.conns[k] = c
+	c.send(header.TCPFlagSyn, nil, tr)
+	c.sndNxt++
+	return c, nil
+}
+
+// Write sends payload in one segment (PSH|ACK).
+func (c *TCPConn) Write(payload []byte, tr *Trace) {
+	c.send(header.TCPFlagPsh|header.TCPFlagAck, payload, tr)
+	c.sndNxt += uint32(len(payload))
+}
+
+// Close sends FIN|ACK.
+func (c *TCPConn) Close(tr *Trace) {
+	c.send(header.TCPFlagFin|header.TCPFlagAck, nil, tr)
+	c.sndNxt++
+}
+
+func (c *TCPConn) send(flags header.TCPFlags, payload []byte, tr *Trace) {
+	ns := c.ns
+	hl := header.TCPMinimumSize
+	if flags&header.TCPFlagSyn != 0 {
+		hl += 4
+	}
+	n := header.IPv4MinimumSize + hl + len(payload)
+	r := ns.newLocalPacket(n, nil)
+	b := r.buf[r.head+EthHdrLen : r.tail]
+	writeIPv4(b, 0, n, ns.nextID(), true, ns.Sysctl.DefaultTTL, ProtoTCP, c.Src, c.Dst)
+	t := header.TCP(b[20:])
+	var ack uint32
+	if flags&header.TCPFlagAck != 0 {
+		ack = c.rcvNxt
+	}
+	t.Encode(&header.TCPFields{SrcPort: c.Sport, DstPort: c.Dport, SeqNum: c.sndNxt, AckNum: ack,
+		DataOffset: uint8(hl), Flags: flags, WindowSize: 64240})
+	if flags&header.TCPFlagSyn != 0 {
+		o := t[header.TCPMinimumSize:]
+		o[0], o[1], o[2], o[3] = 2, 4, 0x05, 0xb4
+	}
+	copy(b[20+hl:], payload)
+	t.SetChecksum(0)
+	t.SetChecksum(^l4Checksum(header.IPv4(b), b[20:], header.TCPProtocolNumber))
+	r.Trace = tr
+	ns.e.ScheduleOutput(0, ns, r)
+}
+
+// conn handles a segment for an active-open connection; it reports whether
+// one matched.
+func (ns *Netns) conn(w *Walk, dev *Device, p *Packet, t header.TCP, dlen uint32) bool {
+	if ns.sockets.conns == nil {
+		return false
+	}
+	ip := p.IPv4()
+	c := ns.sockets.conns[connKey{[4]byte(ip[16:20]), [4]byte(ip[12:16]), t.DestinationPort(), t.SourcePort()}]
+	if c == nil {
+		return false
+	}
+	flags := t.Flags()
+	switch {
+	case flags&header.TCPFlagRst != 0:
+		c.Reset = true
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "tcp", trace.Delivered, "RST: connection refused")
+		}
+		p.Release()
+	case flags&(header.TCPFlagSyn|header.TCPFlagAck) == header.TCPFlagSyn|header.TCPFlagAck:
+		c.rcvNxt = t.SequenceNumber() + 1
+		c.Established = true
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "tcp", trace.Delivered, "SYN-ACK: connection established")
+		}
+		ns.tcpSend(w, p, dev, c.sndNxt, c.rcvNxt, header.TCPFlagAck, 64240, 0, "ACK")
+		p.Release()
+	default:
+		c.AcksReceived++
+		c.Received += int(dlen)
+		c.rcvNxt = t.SequenceNumber() + dlen
+		if flags&header.TCPFlagFin != 0 {
+			c.rcvNxt++
+		}
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "tcp", trace.Delivered, "segment for connection :"+itoa(int(c.Sport)))
+		}
+		if dlen > 0 {
+			ns.tcpSend(w, p, dev, c.sndNxt, c.rcvNxt, header.TCPFlagAck, 64240, 0, "ACK")
+		}
+		p.Release()
+	}
+	return true
+}

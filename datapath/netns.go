@@ -603,3 +603,68 @@ func hex16(v uint16) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[v>>12], digits[v>>8&0xf], digits[v>>4&0xf], digits[v&0xf]})
 }
+
+// DeleteDevice removes a device (`ip link del`): its addresses, routes,
+// neighbour entries and bridge FDB entries go with it, and deleting one end
+// of a veth pair deletes the other.
+func (ns *Netns) DeleteDevice(name string) error {
+	d := ns.byName[name]
+	if d == nil {
+		return &ConfigError{Op: "delete device", Object: name, Reason: "Cannot find device"}
+	}
+	if d.Kind == KindLoopback {
+		return &ConfigError{Op: "delete device", Object: name, Reason: "Operation not supported"}
+	}
+	ns.removeDevice(d)
+	if d.peer != nil {
+		d.peer.ns.removeDevice(d.peer)
+		d.peer.peer = nil
+		d.peer = nil
+	}
+	return nil
+}
+
+func (ns *Netns) removeDevice(d *Device) {
+	d.up = false
+	ns.devs = slices.DeleteFunc(ns.devs, func(x *Device) bool { return x == d })
+	delete(ns.byName, d.Name)
+	var kept []Addr
+	for _, a := range ns.addrs {
+		if a.Dev == d {
+			delete(ns.local, a.Prefix.Addr().As4())
+			continue
+		}
+		kept = append(kept, a)
+	}
+	ns.addrs = kept
+	ns.Routes.DeleteDev(d.Index)
+	for k := range ns.neigh.m {
+		if k.dev == d.Index {
+			delete(ns.neigh.m, k)
+		}
+	}
+	if b := d.master; b != nil {
+		b.br.ports = slices.DeleteFunc(b.br.ports, func(x *Device) bool { return x == d })
+		for m, e := range b.br.fdb {
+			if e.port == d {
+				delete(b.br.fdb, m)
+			}
+		}
+		d.master = nil
+	}
+	if d.br != nil {
+		for _, p := range d.br.ports {
+			p.master = nil
+		}
+	}
+	if d.seg != nil {
+		d.seg.ports = slices.DeleteFunc(d.seg.ports, func(x *Device) bool { return x == d })
+		for m, x := range d.seg.fdb {
+			if x == d {
+				delete(d.seg.fdb, m)
+			}
+		}
+		d.seg = nil
+	}
+	d.ns = nil
+}

@@ -150,7 +150,7 @@ func key(a [4]byte, bits int) uint32 {
 	if bits == 0 {
 		return 0
 	}
-	return v & ^uint32(0) << (32 - bits)
+	return v & (^uint32(0) << (32 - bits))
 }
 
 // Add inserts r. Like `ip route add`, it fails if a route with the same

@@ -1,0 +1,510 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/sim/cni"
+	"github.com/kubewalk/kubewalk/sim/flannel"
+	"github.com/kubewalk/kubewalk/sim/ipam"
+	"github.com/kubewalk/kubewalk/sim/nodeipam"
+)
+
+// Config is the cluster-wide configuration kubeadm and the add-ons are
+// given.
+type Config struct {
+	// Seed seeds the world's random source.
+	Seed uint64
+	// ClusterCIDR is --pod-network-cidr / --cluster-cidr (10.244.0.0/16).
+	ClusterCIDR netip.Prefix
+	// NodeCIDRMaskSize is --node-cidr-mask-size (24).
+	NodeCIDRMaskSize int
+	// ServiceCIDR is --service-cluster-ip-range (10.96.0.0/12).
+	ServiceCIDR netip.Prefix
+	// Overlay selects the pod network; "flannel-vxlan" (the default) or
+	// "none" (pods reach only their own node).
+	Overlay string
+	// UnderlayLatency is the one-way latency of underlay segments created
+	// implicitly by AddNode (default 100µs).
+	UnderlayLatency time.Duration
+}
+
+// DefaultConfig is a kubeadm cluster with flannel: 10.244.0.0/16 split in
+// /24s, services in 10.96.0.0/12.
+func DefaultConfig() Config {
+	return Config{
+		ClusterCIDR:      netip.MustParsePrefix("10.244.0.0/16"),
+		NodeCIDRMaskSize: 24,
+		ServiceCIDR:      netip.MustParsePrefix("10.96.0.0/12"),
+		Overlay:          "flannel-vxlan",
+		UnderlayLatency:  100 * time.Microsecond,
+	}
+}
+
+// ConfigError reports an impossible cluster, node or pod specification.
+type ConfigError struct {
+	Object string // "cluster", "node cka-w1", "pod default/web"
+	Field  string
+	Msg    string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Field == "" {
+		return e.Object + ": " + e.Msg
+	}
+	return e.Object + ": " + e.Field + ": " + e.Msg
+}
+
+// Cluster is a set of nodes on underlay segments, their pods, and the
+// components that wire them.
+type Cluster struct {
+	World   *World
+	Config  Config
+	Flannel *flannel.Network
+
+	nodes     []*Node
+	pods      []*Pod
+	externals []*Host
+	segments  []*datapath.Segment
+	cidrs     *nodeipam.CIDRSet
+	nextCID   int
+}
+
+// NewCluster validates cfg (the three ranges must not overlap, which
+// nothing in Kubernetes checks for you) and returns an empty cluster.
+func NewCluster(cfg Config) (*Cluster, error) {
+	d := DefaultConfig()
+	if !cfg.ClusterCIDR.IsValid() {
+		cfg.ClusterCIDR = d.ClusterCIDR
+	}
+	if cfg.NodeCIDRMaskSize == 0 {
+		cfg.NodeCIDRMaskSize = d.NodeCIDRMaskSize
+	}
+	if !cfg.ServiceCIDR.IsValid() {
+		cfg.ServiceCIDR = d.ServiceCIDR
+	}
+	if cfg.Overlay == "" {
+		cfg.Overlay = d.Overlay
+	}
+	if cfg.UnderlayLatency == 0 {
+		cfg.UnderlayLatency = d.UnderlayLatency
+	}
+	if cfg.Overlay != "flannel-vxlan" && cfg.Overlay != "none" {
+		return nil, &ConfigError{Object: "cluster", Field: "overlay", Msg: fmt.Sprintf("unknown overlay %q (want flannel-vxlan or none)", cfg.Overlay)}
+	}
+	if !cfg.ServiceCIDR.Addr().Is4() || cfg.ServiceCIDR.Masked() != cfg.ServiceCIDR {
+		return nil, &ConfigError{Object: "cluster", Field: "serviceCIDR", Msg: fmt.Sprintf("%s must be a masked IPv4 prefix", cfg.ServiceCIDR)}
+	}
+	if cfg.ClusterCIDR.Overlaps(cfg.ServiceCIDR) {
+		return nil, &ConfigError{Object: "cluster", Field: "serviceCIDR", Msg: fmt.Sprintf("%s overlaps the pod network %s", cfg.ServiceCIDR, cfg.ClusterCIDR)}
+	}
+	cidrs, err := nodeipam.NewCIDRSet(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
+	if err != nil {
+		return nil, &ConfigError{Object: "cluster", Field: "clusterCIDR", Msg: err.Error()}
+	}
+	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs}
+	if cfg.Overlay == "flannel-vxlan" {
+		fc := flannel.DefaultConfig()
+		fc.Network = cfg.ClusterCIDR
+		c.Flannel = flannel.NewNetwork(fc)
+	}
+	return c, nil
+}
+
+// Segment returns the underlay segment named name, creating it.
+func (c *Cluster) Segment(name string) *datapath.Segment {
+	for _, s := range c.segments {
+		if s.Name == name {
+			return s
+		}
+	}
+	s := datapath.NewSegment(name, c.Config.UnderlayLatency)
+	c.segments = append(c.segments, s)
+	return s
+}
+
+// Segments returns the underlay segments in creation order.
+func (c *Cluster) Segments() []*datapath.Segment { return c.segments }
+
+// NICSpec is one network interface of a node (a VM's NIC).
+type NICSpec struct {
+	Name    string       // "eth0"
+	Segment string       // underlay segment it plugs into
+	Addr    netip.Prefix // 192.168.122.21/24
+	Gateway netip.Addr   // default route via this gateway, if valid
+	MTU     int          // 1500 when 0
+	MAC     datapath.MAC // 52:54:00:xx:xx:xx (random) when zero
+}
+
+// NodeSpec describes a node to add.
+type NodeSpec struct {
+	Name string
+	NICs []NICSpec
+	// NodeIP is kubelet's --node-ip. When unset kubelet registers the
+	// address of the NIC holding the default route.
+	NodeIP netip.Addr
+	// FlannelIface is flanneld's --iface. When unset flannel, too, uses
+	// the default-route NIC.
+	FlannelIface string
+	// PodCIDR pre-sets spec.podCIDR instead of letting the controller
+	// allocate one (how two nodes end up with the same range).
+	PodCIDR netip.Prefix
+}
+
+// Node is a cluster node: its root network namespace, InternalIP, podCIDR,
+// host-local allocator and pods.
+type Node struct {
+	Name       string
+	Host       *datapath.Netns
+	InternalIP netip.Addr
+	PodCIDR    netip.Prefix
+	IPAM       *ipam.HostLocal
+	Flannel    *flannel.Node
+	// Annotations are those components write on the Node object.
+	Annotations map[string]string
+	// Conditions such as NetworkUnavailable; Ready when none is set.
+	NetworkUnavailable bool
+
+	cluster *Cluster
+	pods    []*Pod
+}
+
+// Pods returns the node's pods in creation order.
+func (n *Node) Pods() []*Pod { return n.pods }
+
+// SetPodCIDR changes spec.podCIDR, which the API server forbids once set.
+func (n *Node) SetPodCIDR(p netip.Prefix) error {
+	if n.PodCIDR.IsValid() && p != n.PodCIDR {
+		return &ConfigError{Object: "node " + n.Name, Field: "spec.podCIDRs",
+			Msg: `Forbidden: node updates may not change podCIDR except from "" to valid`}
+	}
+	n.PodCIDR = p
+	return nil
+}
+
+// AddNode creates the node's root namespace with its NICs, sets the sysctls
+// kubeadm's prerequisites set (ip_forward=1, bridge-nf-call-iptables=1),
+// picks the InternalIP as kubelet does, allocates spec.podCIDR as
+// kube-controller-manager does and starts flanneld on it.
+func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
+	obj := "node " + spec.Name
+	if spec.Name == "" {
+		return nil, &ConfigError{Object: "node", Field: "metadata.name", Msg: "required"}
+	}
+	if c.Node(spec.Name) != nil {
+		return nil, &ConfigError{Object: obj, Msg: "already exists"}
+	}
+	if len(spec.NICs) == 0 {
+		return nil, &ConfigError{Object: obj, Field: "nics", Msg: "a node needs at least one NIC"}
+	}
+	w := c.World
+	host := w.NewNetns(spec.Name, "host")
+	host.Sysctl.IPForward = true
+	host.Sysctl.BridgeNFCallIPTables = true
+	var defNIC *NICSpec
+	for i := range spec.NICs {
+		nic := &spec.NICs[i]
+		if !nic.Addr.IsValid() || !nic.Addr.Addr().Is4() {
+			return nil, &ConfigError{Object: obj, Field: "nics[" + nic.Name + "].addr", Msg: "an IPv4 address with prefix length is required"}
+		}
+		mac := nic.MAC
+		if mac.IsZero() {
+			r := w.Rand().Uint32()
+			mac = datapath.MAC{0x52, 0x54, 0x00, byte(r >> 16), byte(r >> 8), byte(r)}
+		}
+		mtu := cmp.Or(nic.MTU, 1500)
+		d, err := host.AddNIC(nic.Name, mac, mtu)
+		if err != nil {
+			return nil, &ConfigError{Object: obj, Field: "nics", Msg: err.Error()}
+		}
+		d.SetUp(true)
+		if err := c.Segment(nic.Segment).Attach(d); err != nil {
+			return nil, &ConfigError{Object: obj, Field: "nics", Msg: err.Error()}
+		}
+		if err := host.AddAddr(nic.Name, nic.Addr); err != nil {
+			return nil, &ConfigError{Object: obj, Field: "nics", Msg: err.Error()}
+		}
+		if nic.Gateway.IsValid() {
+			if defNIC != nil {
+				return nil, &ConfigError{Object: obj, Field: "nics[" + nic.Name + "].gateway", Msg: "a default route is already set via " + defNIC.Name}
+			}
+			if err := host.AddRoute(datapath.RouteSpec{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: nic.Gateway, Dev: nic.Name}); err != nil {
+				return nil, &ConfigError{Object: obj, Field: "nics[" + nic.Name + "].gateway", Msg: err.Error()}
+			}
+			defNIC = nic
+		}
+	}
+	if defNIC == nil {
+		defNIC = &spec.NICs[0]
+	}
+	n := &Node{Name: spec.Name, Host: host, cluster: c, Annotations: map[string]string{}}
+	// kubelet: --node-ip, else the default-route NIC's address.
+	if spec.NodeIP.IsValid() {
+		if !host.IsLocal(spec.NodeIP.As4()) {
+			return nil, &ConfigError{Object: obj, Field: "nodeIP", Msg: fmt.Sprintf("%s is not an address of this node", spec.NodeIP)}
+		}
+		n.InternalIP = spec.NodeIP
+	} else {
+		n.InternalIP = defNIC.Addr.Addr()
+	}
+	// kube-controller-manager: allocate spec.podCIDR.
+	if spec.PodCIDR.IsValid() {
+		if !spec.PodCIDR.Addr().Is4() || spec.PodCIDR.Masked() != spec.PodCIDR {
+			return nil, &ConfigError{Object: obj, Field: "spec.podCIDR", Msg: fmt.Sprintf("%s must be a masked IPv4 prefix", spec.PodCIDR)}
+		}
+		c.cidrs.Occupy(spec.PodCIDR)
+		n.PodCIDR = spec.PodCIDR
+	} else {
+		p, err := c.cidrs.AllocateNext()
+		if err != nil {
+			return nil, &ConfigError{Object: obj, Field: "spec.podCIDR", Msg: err.Error()}
+		}
+		n.PodCIDR = p
+	}
+	alloc, err := ipam.NewHostLocal(n.PodCIDR)
+	if err != nil {
+		return nil, &ConfigError{Object: obj, Field: "spec.podCIDR", Msg: err.Error()}
+	}
+	n.IPAM = alloc
+	if c.Flannel != nil {
+		iface := defNIC.Name
+		pub := defNIC.Addr.Addr()
+		if spec.FlannelIface != "" {
+			found := false
+			for _, nic := range spec.NICs {
+				if nic.Name == spec.FlannelIface {
+					iface, pub, found = nic.Name, nic.Addr.Addr(), true
+				}
+			}
+			if !found {
+				return nil, &ConfigError{Object: obj, Field: "flannelIface", Msg: fmt.Sprintf("no NIC named %q", spec.FlannelIface)}
+			}
+		}
+		fn, err := c.Flannel.Join(spec.Name, host, n.PodCIDR, pub, iface)
+		if err != nil {
+			return nil, &ConfigError{Object: obj, Field: "flannel", Msg: err.Error()}
+		}
+		n.Flannel = fn
+		for k, v := range fn.Annotations() {
+			n.Annotations[k] = v
+		}
+	}
+	c.nodes = append(c.nodes, n)
+	return n, nil
+}
+
+// Node returns the node named name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Nodes returns the nodes in creation order.
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// ContainerPort is a port a container listens on.
+type ContainerPort struct {
+	Name          string
+	ContainerPort uint16
+	Protocol      string // "TCP" (default) or "UDP"
+	HostPort      uint16
+}
+
+// Container is one container of a pod; only its ports matter to the network.
+type Container struct {
+	Name  string
+	Ports []ContainerPort
+}
+
+// PodSpec describes a pod to add.
+type PodSpec struct {
+	Namespace, Name string
+	Node            string
+	Labels          map[string]string
+	Containers      []Container
+	HostNetwork     bool
+}
+
+// Pod is a running pod: a network namespace held by its pause container and
+// shared by its containers, wired by the CNI plugins.
+type Pod struct {
+	Spec        PodSpec
+	Node        *Node
+	Netns       *datapath.Netns
+	IP          netip.Addr
+	ContainerID string
+	// HostVeth is the node-side veth (vethXXXXXXXX), a port of cni0.
+	HostVeth *datapath.Device
+}
+
+// Name is "namespace/name".
+func (p *Pod) Name() string { return p.Spec.Namespace + "/" + p.Spec.Name }
+
+// AddPod schedules a pod on spec.Node: creates the sandbox namespace, runs
+// the CNI ADD (bridge + host-local, as flannel delegates) and starts the
+// containers, each binding its ports in the shared namespace. Two
+// containers binding the same port is an error, as it is on a real node
+// (the second exits with "address already in use").
+func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
+	if spec.Namespace == "" {
+		spec.Namespace = "default"
+	}
+	obj := "pod " + spec.Namespace + "/" + spec.Name
+	if spec.Name == "" {
+		return nil, &ConfigError{Object: "pod", Field: "metadata.name", Msg: "required"}
+	}
+	if c.Pod(spec.Namespace, spec.Name) != nil {
+		return nil, &ConfigError{Object: obj, Msg: "already exists"}
+	}
+	n := c.Node(spec.Node)
+	if n == nil {
+		return nil, &ConfigError{Object: obj, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
+	}
+	if n.NetworkUnavailable && !spec.HostNetwork {
+		return nil, &ConfigError{Object: obj, Msg: "Pending: node " + n.Name + " has taint node.kubernetes.io/network-unavailable"}
+	}
+	c.nextCID++
+	p := &Pod{Spec: spec, Node: n, ContainerID: fmt.Sprintf("%064x", uint64(c.nextCID)*0x9e3779b97f4a7c15)}
+	if spec.HostNetwork {
+		p.Netns = n.Host
+		p.IP = n.InternalIP
+	} else {
+		p.Netns = c.World.NewNetns(n.Name, spec.Namespace+"/"+spec.Name)
+		mtu := 1500
+		if n.Flannel != nil {
+			mtu = n.Flannel.VTEP.MTU
+		}
+		res, err := cni.BridgeAdd(n.Host, p.Netns, p.ContainerID, cni.BridgeConf{
+			Bridge: "cni0", MTU: mtu, HairpinMode: true, IsGateway: true, IsDefaultGateway: true,
+		}, n.IPAM)
+		if err != nil {
+			return nil, &ConfigError{Object: obj, Field: "sandbox", Msg: "failed to setup network for sandbox: " + err.Error()}
+		}
+		p.IP = res.Addr.Addr()
+		p.HostVeth = res.HostVeth
+	}
+	for _, ct := range spec.Containers {
+		for _, port := range ct.Ports {
+			var err error
+			switch proto := cmp.Or(port.Protocol, "TCP"); proto {
+			case "TCP":
+				_, err = p.Netns.ListenTCP(port.ContainerPort)
+			case "UDP":
+				_, err = p.Netns.ListenUDP(port.ContainerPort, true)
+			default:
+				err = fmt.Errorf("protocol %q not supported (TCP or UDP)", proto)
+			}
+			if err != nil {
+				c.teardown(p)
+				return nil, &ConfigError{Object: obj, Field: "containers[" + ct.Name + "]", Msg: err.Error()}
+			}
+		}
+	}
+	c.pods = append(c.pods, p)
+	n.pods = append(n.pods, p)
+	return p, nil
+}
+
+func (c *Cluster) teardown(p *Pod) {
+	if p.Spec.HostNetwork {
+		for _, ct := range p.Spec.Containers {
+			for _, port := range ct.Ports {
+				if cmp.Or(port.Protocol, "TCP") == "TCP" {
+					p.Netns.CloseTCP(port.ContainerPort)
+				} else {
+					p.Netns.CloseUDP(port.ContainerPort)
+				}
+			}
+		}
+		return
+	}
+	_ = cni.BridgeDel(p.Node.Host, p.Netns, p.ContainerID, p.Node.IPAM)
+}
+
+// DeletePod runs the CNI DEL and removes the pod.
+func (c *Cluster) DeletePod(namespace, name string) error {
+	p := c.Pod(namespace, name)
+	if p == nil {
+		return &ConfigError{Object: "pod " + namespace + "/" + name, Msg: "not found"}
+	}
+	c.teardown(p)
+	c.pods = slices.DeleteFunc(c.pods, func(x *Pod) bool { return x == p })
+	p.Node.pods = slices.DeleteFunc(p.Node.pods, func(x *Pod) bool { return x == p })
+	return nil
+}
+
+// Pod returns the pod namespace/name, or nil.
+func (c *Cluster) Pod(namespace, name string) *Pod {
+	for _, p := range c.pods {
+		if p.Spec.Namespace == namespace && p.Spec.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Pods returns all pods in creation order.
+func (c *Cluster) Pods() []*Pod { return c.pods }
+
+// Host is a machine outside the cluster on an underlay segment (a client
+// on the node network, a router).
+type Host struct {
+	Name  string
+	Netns *datapath.Netns
+	IP    netip.Addr
+}
+
+// AddExternalHost creates a machine with one NIC on segment.
+func (c *Cluster) AddExternalHost(name, segment string, addr netip.Prefix, gateway netip.Addr) (*Host, error) {
+	obj := "host " + name
+	for _, h := range c.externals {
+		if h.Name == name {
+			return nil, &ConfigError{Object: obj, Msg: "already exists"}
+		}
+	}
+	if c.Node(name) != nil {
+		return nil, &ConfigError{Object: obj, Msg: "a node has that name"}
+	}
+	ns := c.World.NewNetns(name, "host")
+	r := c.World.Rand().Uint32()
+	d, err := ns.AddNIC("eth0", datapath.MAC{0x52, 0x54, 0x00, byte(r >> 16), byte(r >> 8), byte(r)}, 1500)
+	if err != nil {
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
+	}
+	d.SetUp(true)
+	if err := c.Segment(segment).Attach(d); err != nil {
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
+	}
+	if err := ns.AddAddr("eth0", addr); err != nil {
+		return nil, &ConfigError{Object: obj, Field: "addr", Msg: err.Error()}
+	}
+	if gateway.IsValid() {
+		if err := ns.AddRoute(datapath.RouteSpec{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: gateway, Dev: "eth0"}); err != nil {
+			return nil, &ConfigError{Object: obj, Field: "gateway", Msg: err.Error()}
+		}
+	}
+	h := &Host{Name: name, Netns: ns, IP: addr.Addr()}
+	c.externals = append(c.externals, h)
+	return h, nil
+}
+
+// ExternalHost returns the external host named name, or nil.
+func (c *Cluster) ExternalHost(name string) *Host {
+	for _, h := range c.externals {
+		if h.Name == name {
+			return h
+		}
+	}
+	return nil
+}
+
+// ExternalHosts returns the external hosts in creation order.
+func (c *Cluster) ExternalHosts() []*Host { return c.externals }

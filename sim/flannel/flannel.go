@@ -1,0 +1,133 @@
+// Package flannel models flanneld with the vxlan backend: on every node a
+// VTEP device flannel.1 (VNI 1, UDP 8472, nolearning, MTU 50 below the
+// underlay) holding 10.244.N.0/32, and for every other node the route,
+// PERMANENT neighbour entry and FDB entry flanneld writes when it sees
+// that node's lease. Adding a node updates every other node, as flannel's
+// watch does.
+package flannel
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"github.com/kubewalk/kubewalk/datapath"
+)
+
+// Config is flannel's net-conf.json for the vxlan backend.
+type Config struct {
+	Network netip.Prefix // "Network": "10.244.0.0/16"
+	VNI     uint32       // "VNI": 1
+	Port    uint16       // "Port": 8472 (flannel's default, not IANA's 4789)
+	Device  string       // "flannel.1" (flannel.<VNI>)
+}
+
+// DefaultConfig is what kube-flannel.yml ships.
+func DefaultConfig() Config {
+	return Config{Network: netip.MustParsePrefix("10.244.0.0/16"), VNI: 1, Port: 8472, Device: "flannel.1"}
+}
+
+// Node is one node's flannel state: its lease (subnet, public IP, VTEP MAC).
+type Node struct {
+	Name     string
+	Host     *datapath.Netns
+	Subnet   netip.Prefix
+	PublicIP netip.Addr
+	Iface    string
+	VTEP     *datapath.Device
+}
+
+// Annotations are the node annotations flanneld writes, which other nodes
+// read to program their routes.
+func (n *Node) Annotations() map[string]string {
+	bd, _ := json.Marshal(struct {
+		VNI     uint32 `json:"VNI"`
+		VtepMAC string `json:"VtepMAC"`
+	}{1, n.VTEP.MAC.String()})
+	return map[string]string{
+		"flannel.alpha.coreos.com/backend-data":        string(bd),
+		"flannel.alpha.coreos.com/backend-type":        "vxlan",
+		"flannel.alpha.coreos.com/kube-subnet-manager": "true",
+		"flannel.alpha.coreos.com/public-ip":           n.PublicIP.String(),
+	}
+}
+
+// SubnetEnv is /run/flannel/subnet.env, which the flannel CNI plugin reads
+// to configure the bridge plugin (FLANNEL_MTU becomes cni0's MTU).
+func (n *Node) SubnetEnv(cfg Config) string {
+	return fmt.Sprintf("FLANNEL_NETWORK=%s\nFLANNEL_SUBNET=%s/%d\nFLANNEL_MTU=%d\nFLANNEL_IPMASQ=true\n",
+		cfg.Network, n.Subnet.Addr().Next(), n.Subnet.Bits(), n.VTEP.MTU)
+}
+
+// Network is the set of nodes running flanneld in one cluster.
+type Network struct {
+	Config Config
+	nodes  []*Node
+}
+
+// NewNetwork returns an empty flannel network.
+func NewNetwork(cfg Config) *Network { return &Network{Config: cfg} }
+
+// Nodes returns the nodes in join order.
+func (n *Network) Nodes() []*Node { return n.nodes }
+
+// Error reports a flanneld failure.
+type Error struct {
+	Node string
+	Msg  string
+}
+
+func (e *Error) Error() string { return "flanneld on " + e.Node + ": " + e.Msg }
+
+// Join starts flanneld on a node: creates the VTEP on iface with publicIP
+// as the local address, assigns the subnet's .0/32 to it, then programs
+// this node for every existing node and every existing node for this one.
+func (n *Network) Join(name string, host *datapath.Netns, subnet netip.Prefix, publicIP netip.Addr, iface string) (*Node, error) {
+	if !n.Config.Network.Contains(subnet.Addr()) || subnet.Bits() < n.Config.Network.Bits() {
+		return nil, &Error{Node: name, Msg: fmt.Sprintf("subnet %s is not inside the flannel network %s", subnet, n.Config.Network)}
+	}
+	for _, o := range n.nodes {
+		if o.Name == name {
+			return nil, &Error{Node: name, Msg: "already joined"}
+		}
+	}
+	vtep, err := host.AddVXLAN(n.Config.Device, datapath.VXLANConfig{VNI: n.Config.VNI, Port: n.Config.Port, Local: publicIP, Dev: iface})
+	if err != nil {
+		return nil, &Error{Node: name, Msg: err.Error()}
+	}
+	vtep.SetUp(true)
+	if err := host.AddAddr(n.Config.Device, netip.PrefixFrom(subnet.Addr(), 32)); err != nil {
+		return nil, &Error{Node: name, Msg: err.Error()}
+	}
+	me := &Node{Name: name, Host: host, Subnet: subnet, PublicIP: publicIP, Iface: iface, VTEP: vtep}
+	for _, o := range n.nodes {
+		if err := program(me, o); err != nil {
+			return nil, err
+		}
+		if err := program(o, me); err != nil {
+			return nil, err
+		}
+	}
+	n.nodes = append(n.nodes, me)
+	return me, nil
+}
+
+// program writes on `at` what flanneld writes for remote node `to`:
+//
+//	ip route replace 10.244.M.0/24 via 10.244.M.0 dev flannel.1 onlink
+//	ip neigh replace 10.244.M.0 dev flannel.1 lladdr <VTEP MAC> nud permanent
+//	bridge fdb replace <VTEP MAC> dev flannel.1 dst <public IP> self permanent
+func program(at, to *Node) error {
+	gw := to.Subnet.Addr()
+	dev := at.VTEP.Name
+	if err := at.Host.ReplaceRoute(datapath.RouteSpec{Dst: to.Subnet, Via: gw, Dev: dev, OnLink: true}); err != nil {
+		return &Error{Node: at.Name, Msg: err.Error()}
+	}
+	if err := at.Host.SetNeigh(dev, gw, to.VTEP.MAC, datapath.NeighPermanent); err != nil {
+		return &Error{Node: at.Name, Msg: err.Error()}
+	}
+	if err := at.VTEP.VXLAN().AddFDB(to.VTEP.MAC, to.PublicIP); err != nil {
+		return &Error{Node: at.Name, Msg: err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestHostLocalSequentialSkipsGateway(t *testing.T) {
+	h, err := NewHostLocal(netip.MustParsePrefix("10.244.1.0/24"))
+	require.NoError(t, err)
+	require.Equal(t, "10.244.1.1", h.Gateway.String())
+	require.Equal(t, 253, h.Capacity())
+	for i, want := range []string{"10.244.1.2", "10.244.1.3", "10.244.1.4"} {
+		a, err := h.Allocate(fmt.Sprint("c", i))
+		require.NoError(t, err)
+		require.Equal(t, want, a.String())
+	}
+}
+
+func TestHostLocalReleaseReusedOnlyAfterWrap(t *testing.T) {
+	h, err := NewHostLocal(netip.MustParsePrefix("10.244.1.0/29")) // .1 gw, .2-.6 usable
+	require.NoError(t, err)
+	require.Equal(t, 5, h.Capacity())
+	for i := range 3 {
+		_, err := h.Allocate(fmt.Sprint("c", i))
+		require.NoError(t, err)
+	}
+	require.True(t, h.Release("c0")) // frees .2
+	a, err := h.Allocate("c3")
+	require.NoError(t, err)
+	require.Equal(t, "10.244.1.5", a.String(), "continues after last_reserved_ip, not at the freed .2")
+	a, err = h.Allocate("c4")
+	require.NoError(t, err)
+	require.Equal(t, "10.244.1.6", a.String())
+	a, err = h.Allocate("c5")
+	require.NoError(t, err)
+	require.Equal(t, "10.244.1.2", a.String(), "wraps around to the released address")
+	_, err = h.Allocate("c6")
+	var full *ErrRangeFull
+	require.ErrorAs(t, err, &full)
+	require.EqualError(t, err, "no IP addresses available in range set: 10.244.1.1-10.244.1.6")
+}
+
+func TestHostLocalErrors(t *testing.T) {
+	for _, tc := range []struct{ subnet, want string }{
+		{"10.244.1.5/24", "host bits"},
+		{"10.244.1.0/31", "too small"},
+		{"fd00::/64", "not an IPv4"},
+	} {
+		_, err := NewHostLocal(netip.MustParsePrefix(tc.subnet))
+		require.ErrorContains(t, err, tc.want, tc.subnet)
+	}
+	h, _ := NewHostLocal(netip.MustParsePrefix("10.244.1.0/24"))
+	_, err := h.Allocate("x")
+	require.NoError(t, err)
+	_, err = h.Allocate("x")
+	var dup *ErrDuplicate
+	require.ErrorAs(t, err, &dup)
+	require.False(t, h.Release("nope"))
+}
