@@ -3,6 +3,7 @@ package kubeproxy
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,12 +17,12 @@ import (
 type partKind uint8
 
 const (
-	partSrc       partKind = iota // [!] -s addr
-	partDst                       // [!] -d addr
-	partProto                     // -m tcp -p tcp
-	partPortOpt                   // --dport N, belongs to the protocol match
-	partMatch                     // any other -m match with its options
-	partTarget                    // -j TARGET [options]
+	partSrc     partKind = iota // [!] -s addr
+	partDst                     // [!] -d addr
+	partProto                   // -m tcp -p tcp
+	partPortOpt                 // --dport N, belongs to the protocol match
+	partMatch                   // any other -m match with its options
+	partTarget                  // -j TARGET [options]
 )
 
 type part struct {
@@ -65,7 +66,9 @@ func match(restore, save string) part { return part{kind: partMatch, restore: re
 
 func same(s string) part { return part{kind: partMatch, restore: s, save: s} }
 
-func jump(target string) part { return part{kind: partTarget, restore: "-j " + target, save: "-j " + target} }
+func jump(target string) part {
+	return part{kind: partTarget, restore: "-j " + target, save: "-j " + target}
+}
 
 func target(restore, save string) part {
 	return part{kind: partTarget, restore: "-j " + restore, save: "-j " + save}
@@ -202,6 +205,7 @@ type table struct {
 	name     string
 	builtins []string
 	chains   []string // declared user chains, in write order
+	ensured  []string // chains created with iptables -N (jump targets, canary)
 	declared map[string]bool
 	rules    []rule
 }
@@ -214,6 +218,13 @@ func (t *table) chain(name string) {
 	if !t.declared[name] {
 		t.declared[name] = true
 		t.chains = append(t.chains, name)
+	}
+}
+
+// ensure records a chain created outside iptables-restore (iptables -N).
+func (t *table) ensure(name string) {
+	if !slices.Contains(t.ensured, name) {
+		t.ensured = append(t.ensured, name)
 	}
 }
 
@@ -230,8 +241,9 @@ func (t *table) save(jumps []jumpRule) string {
 	for _, c := range t.builtins {
 		b.WriteString(":" + c + " ACCEPT [0:0]\n")
 	}
-	users := append([]string(nil), t.chains...)
-	sortStrings(users)
+	users := append(slices.Clone(t.chains), t.ensured...)
+	slices.Sort(users)
+	users = slices.Compact(users)
 	for _, c := range users {
 		b.WriteString(":" + c + " - [0:0]\n")
 	}

@@ -2,7 +2,6 @@ package kubeproxy
 
 import (
 	"fmt"
-	"net/netip"
 	"regexp"
 )
 
@@ -288,12 +287,4 @@ func validateSlice(s *EndpointSlice, idx int) error {
 		}
 	}
 	return nil
-}
-
-// addrString is a helper for error values.
-func addrString(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
 }

@@ -1,0 +1,770 @@
+package kubeproxy
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Top-level chains kube-proxy owns.
+const (
+	ChainServices         = "KUBE-SERVICES"
+	ChainExternalServices = "KUBE-EXTERNAL-SERVICES"
+	ChainNodePorts        = "KUBE-NODEPORTS"
+	ChainPostrouting      = "KUBE-POSTROUTING"
+	ChainMarkMasq         = "KUBE-MARK-MASQ"
+	ChainForward          = "KUBE-FORWARD"
+	ChainProxyFirewall    = "KUBE-PROXY-FIREWALL"
+	ChainProxyCanary      = "KUBE-PROXY-CANARY"
+	ChainKubeletFirewall  = "KUBE-FIREWALL"
+)
+
+// Names of the nfacct counters kube-proxy creates (metrics package).
+const (
+	NFAcctInvalidDropped       = "ct_state_invalid_dropped_packets_total"
+	NFAcctLocalhostNodePortAcc = "localhost_nodeports_accepted_packets_total"
+)
+
+// largeClusterEndpointsThreshold: above this many endpoints kube-proxy drops
+// the comments from KUBE-SVC/SVL endpoint rules and KUBE-SEP rules.
+const largeClusterEndpointsThreshold = 1000
+
+// svcPort is kube-proxy's servicePortInfo.
+type svcPort struct {
+	svc                     *Service
+	port                    ServicePort
+	name                    string // ns/name[:port]
+	proto                   Protocol
+	lproto                  string
+	clusterIP               netip.Addr
+	externalIPs, lbIPs      []netip.Addr
+	sourceRanges            []netip.Prefix
+	svcChain, svlChain      string
+	extChain, fwChain       string
+	externalPolicyLocal     bool
+	internalPolicyLocal     bool
+	affinity                bool
+	stickySeconds           int
+	healthCheckNodePort     int
+	serviceExternallyAccess bool
+}
+
+func (sp *svcPort) externallyAccessible() bool {
+	return sp.port.NodePort != 0 || len(sp.lbIPs) > 0 || len(sp.externalIPs) > 0
+}
+
+func (sp *svcPort) usesClusterEndpoints() bool {
+	return !sp.internalPolicyLocal || (sp.externallyAccessible() && !sp.externalPolicyLocal)
+}
+
+func (sp *svcPort) usesLocalEndpoints() bool {
+	return sp.internalPolicyLocal || (sp.externallyAccessible() && sp.externalPolicyLocal)
+}
+
+// Verdict is what kube-proxy's filter rules do with traffic to a service
+// address that has no usable endpoint.
+type Verdict string
+
+// Verdicts.
+const (
+	// VerdictNone: traffic is DNATed (there are endpoints).
+	VerdictNone Verdict = ""
+	// VerdictReject: no endpoints at all; ICMP port unreachable to the client.
+	VerdictReject Verdict = "REJECT"
+	// VerdictDrop: Local traffic policy and no endpoint on this node.
+	VerdictDrop Verdict = "DROP"
+)
+
+// EndpointRules describes one endpoint of a service port and its chain.
+type EndpointRules struct {
+	// Endpoint is the DNAT destination.
+	Endpoint netip.AddrPort
+	// Chain is the KUBE-SEP chain; empty when no chain of this sync uses
+	// the endpoint (not ready, or not local where only local ones count).
+	Chain string
+	// Local: the endpoint's nodeName is this node.
+	Local bool
+	// Ready, Serving, Terminating are the endpoint's conditions.
+	Ready, Serving, Terminating bool
+	// InClusterChain and InLocalChain say whether KUBE-SVC / KUBE-SVL jump to
+	// Chain.
+	InClusterChain, InLocalChain bool
+}
+
+// ServicePortRules describes what kube-proxy built for one service port, so
+// a simulator can explain which chain is which.
+type ServicePortRules struct {
+	// ServicePortName is "namespace/name[:port]", as in rule comments.
+	ServicePortName string
+	Namespace, Name string
+	PortName        string
+	Protocol        Protocol
+	ClusterIP       netip.Addr
+	Port            int
+	NodePort        int
+	ExternalIPs     []netip.Addr
+	LoadBalancerIPs []netip.Addr
+	// Chain names. Each is empty when this sync did not create the chain:
+	// no endpoints means no nat chains at all.
+	ClusterChain  string // KUBE-SVC-*: Cluster-policy endpoint choice
+	LocalChain    string // KUBE-SVL-*: Local-policy endpoint choice
+	ExternalChain string // KUBE-EXT-*: entry for NodePort/externalIP/LB traffic
+	FirewallChain string // KUBE-FW-*: loadBalancerSourceRanges filter
+	// InternalChain is the chain cluster-IP traffic jumps to (ClusterChain,
+	// or LocalChain with internalTrafficPolicy Local); empty if none.
+	InternalChain string
+	// HasEndpoints: some usable endpoint exists anywhere in the cluster.
+	HasEndpoints bool
+	// InternalVerdict / ExternalVerdict: REJECT or DROP when the filter
+	// table refuses cluster-IP / external traffic instead of it being DNATed.
+	InternalVerdict Verdict
+	ExternalVerdict Verdict
+	// Endpoints of the port, sorted by "ip:port".
+	Endpoints []EndpointRules
+}
+
+// ChainKind classifies a chain for explanations.
+type ChainKind string
+
+// Chain kinds.
+const (
+	ChainKindBuiltin  ChainKind = "builtin"
+	ChainKindTopLevel ChainKind = "top-level"
+	ChainKindService  ChainKind = "service"       // KUBE-SVC
+	ChainKindLocal    ChainKind = "service-local" // KUBE-SVL
+	ChainKindExternal ChainKind = "external"      // KUBE-EXT
+	ChainKindFirewall ChainKind = "firewall"      // KUBE-FW
+	ChainKindEndpoint ChainKind = "endpoint"      // KUBE-SEP
+)
+
+// ChainInfo explains one chain of the generated rules.
+type ChainInfo struct {
+	Name string
+	Kind ChainKind
+	// ServicePortName is set for per-service and per-endpoint chains.
+	ServicePortName string
+	// Endpoint is set for KUBE-SEP chains.
+	Endpoint netip.AddrPort
+	// Description is one sentence on what the chain does.
+	Description string
+}
+
+// JumpRule is a rule kube-proxy ensures in a built-in chain with
+// `iptables -t <Table> -I <Chain> <Args...>` before each full sync (and
+// whose target chain it creates with `iptables -N`).
+type JumpRule struct {
+	Table, Chain string
+	Args         []string
+}
+
+// Rules is the result of one kube-proxy sync.
+type Rules struct {
+	filter, nat *table
+	jumps       []jumpRule
+	// Services lists every proxied service port, sorted by ServicePortName
+	// then protocol.
+	Services []ServicePortRules
+	// MasqueradeMark is the SNAT mark as kube-proxy spells it (0x004000).
+	MasqueradeMark string
+	chains         map[string]ChainInfo
+	udpIPs         map[netip.Addr]map[netip.Addr]bool
+	udpNodePorts   map[uint16]map[netip.Addr]bool
+}
+
+// Save returns the filter and nat tables as iptables-save prints them (see
+// the package documentation for what is normalised).
+func (r *Rules) Save() string { return r.SaveFilter() + r.SaveNAT() }
+
+// SaveNAT returns `iptables-save -t nat` without its comment lines.
+func (r *Rules) SaveNAT() string { return r.nat.save(r.jumps) }
+
+// SaveFilter returns `iptables-save -t filter` without its comment lines.
+func (r *Rules) SaveFilter() string { return r.filter.save(r.jumps) }
+
+// RestoreInput returns the text kube-proxy passes to
+// `iptables-restore --noflush --counters` (filter, then nat), in its write
+// order with services sorted.
+func (r *Rules) RestoreInput() string { return r.filter.restore() + r.nat.restore() }
+
+// JumpRules returns, in the order kube-proxy ensures them, the rules it
+// inserts at the top of built-in chains. Each is inserted with -I, so the
+// last one ends up first in its chain.
+func (r *Rules) JumpRules() []JumpRule {
+	out := make([]JumpRule, len(r.jumps))
+	for i, j := range r.jumps {
+		out[i] = JumpRule{Table: j.table, Chain: j.chain, Args: j.args()}
+	}
+	return out
+}
+
+// EnsuredChains returns, per table, the chains kube-proxy creates outside
+// iptables-restore: jump targets (iptables -N) and the KUBE-PROXY-CANARY
+// chain its monitor creates in mangle, nat and filter.
+func (r *Rules) EnsuredChains() map[string][]string {
+	return map[string][]string{
+		"mangle": {ChainProxyCanary},
+		"nat":    slices.Clone(r.nat.ensured),
+		"filter": slices.Clone(r.filter.ensured),
+	}
+}
+
+// Chain explains a chain by name. Unknown names give ok false.
+func (r *Rules) Chain(name string) (ChainInfo, bool) {
+	ci, ok := r.chains[name]
+	return ci, ok
+}
+
+// Service returns the rules of one service port by "ns/name[:port]" and
+// protocol.
+func (r *Rules) Service(servicePortName string, protocol Protocol) (ServicePortRules, bool) {
+	for _, s := range r.Services {
+		if s.ServicePortName == servicePortName && s.Protocol == normProto(protocol) {
+			return s, true
+		}
+	}
+	return ServicePortRules{}, false
+}
+
+var topLevelDescriptions = map[string]string{
+	"PREROUTING":          "built-in chain",
+	"INPUT":               "built-in chain",
+	"FORWARD":             "built-in chain",
+	"OUTPUT":              "built-in chain",
+	"POSTROUTING":         "built-in chain",
+	ChainServices:         "entry point: matches service IPs and ports (nat) or rejects services without endpoints (filter)",
+	ChainExternalServices: "filter: rejects or drops external traffic (NodePort, externalIP, LB IP) to services without usable endpoints",
+	ChainNodePorts:        "NodePort entry (nat) / health-check node ports accepted (filter)",
+	ChainPostrouting:      "masquerades packets carrying the masquerade mark and clears the mark",
+	ChainMarkMasq:         "sets the masquerade mark so KUBE-POSTROUTING SNATs the packet",
+	ChainForward:          "filter FORWARD: drops conntrack INVALID, accepts marked and established traffic",
+	ChainProxyFirewall:    "filter: drops LoadBalancer traffic not accepted by a KUBE-FW chain",
+	ChainProxyCanary:      "empty canary chain kube-proxy watches to detect a flush of its rules",
+	ChainKubeletFirewall:  "filter: blocks non-loopback traffic to 127.0.0.0/8 (route_localnet hole)",
+}
+
+// Generate builds the rules kube-proxy writes for snap on the node described
+// by cfg. It returns a *ValidationError for impossible input.
+func Generate(cfg Config, snap Snapshot) (*Rules, error) {
+	if err := validateConfig(&cfg); err != nil {
+		return nil, err
+	}
+	seenSvc := map[string]bool{}
+	for i := range snap.Services {
+		s := &snap.Services[i]
+		if err := validateService(&cfg, s); err != nil {
+			return nil, err
+		}
+		k := s.Namespace + "/" + s.Name
+		if seenSvc[k] {
+			return nil, &ValidationError{Kind: "Service", Object: k, Field: "metadata.name", Value: s.Name, Reason: "Duplicate value: a Service with this name already exists in the snapshot"}
+		}
+		seenSvc[k] = true
+	}
+	for i := range snap.EndpointSlices {
+		if err := validateSlice(&snap.EndpointSlices[i], i); err != nil {
+			return nil, err
+		}
+	}
+	ports := servicePorts(snap.Services)
+	epMap := buildEndpointsMap(&cfg, snap.EndpointSlices)
+	return generate(&cfg, ports, epMap), nil
+}
+
+func servicePorts(services []Service) []*svcPort {
+	var out []*svcPort
+	for i := range services {
+		s := &services[i]
+		if s.Headless {
+			continue
+		}
+		typ := s.Type
+		if typ == "" {
+			typ = ServiceTypeClusterIP
+		}
+		for _, p := range s.Ports {
+			name := ServicePortName(s.Namespace, s.Name, p.Name)
+			proto := normProto(p.Protocol)
+			sp := &svcPort{
+				svc:                     s,
+				port:                    p,
+				name:                    name,
+				proto:                   proto,
+				lproto:                  strings.ToLower(string(proto)),
+				clusterIP:               s.ClusterIP,
+				externalIPs:             s.ExternalIPs,
+				lbIPs:                   s.LoadBalancerIngress,
+				svcChain:                ServiceChainName(PrefixService, name, proto),
+				svlChain:                ServiceChainName(PrefixServiceLocal, name, proto),
+				extChain:                ServiceChainName(PrefixExternal, name, proto),
+				fwChain:                 ServiceChainName(PrefixFirewall, name, proto),
+				internalPolicyLocal:     s.InternalTrafficPolicy == TrafficPolicyLocal,
+				affinity:                s.SessionAffinity == SessionAffinityClientIP,
+				healthCheckNodePort:     s.HealthCheckNodePort,
+				serviceExternallyAccess: typ != ServiceTypeClusterIP || len(s.ExternalIPs) > 0,
+			}
+			sp.externalPolicyLocal = sp.serviceExternallyAccess && s.ExternalTrafficPolicy == TrafficPolicyLocal
+			for _, r := range s.LoadBalancerSourceRanges {
+				sp.sourceRanges = append(sp.sourceRanges, r.Masked())
+			}
+			if sp.affinity {
+				sp.stickySeconds = s.ClientIPTimeoutSeconds
+				if sp.stickySeconds == 0 {
+					sp.stickySeconds = DefaultClientIPTimeoutSeconds
+				}
+			}
+			out = append(out, sp)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *svcPort) int {
+		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(string(a.proto), string(b.proto)))
+	})
+	return out
+}
+
+func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint) *Rules {
+	bit := cfg.masqueradeBit()
+	markVal := 1 << uint(bit)
+	mark := fmt.Sprintf("%#08x", markVal)
+	markSave := fmt.Sprintf("0x%x", markVal)
+	localhostNodePorts := cfg.localhostNodePorts()
+	var nodeIP netip.Addr
+	if len(cfg.NodeIPs) > 0 {
+		nodeIP = cfg.NodeIPs[0]
+	}
+
+	filter := newTable("filter", "INPUT", "FORWARD", "OUTPUT")
+	nat := newTable("nat", "PREROUTING", "INPUT", "OUTPUT", "POSTROUTING")
+	r := &Rules{
+		filter:         filter,
+		nat:            nat,
+		MasqueradeMark: mark,
+		chains:         map[string]ChainInfo{},
+		udpIPs:         map[netip.Addr]map[netip.Addr]bool{},
+		udpNodePorts:   map[uint16]map[netip.Addr]bool{},
+	}
+
+	// Jump rules from built-in chains, in iptablesJumpChains order followed
+	// by the kubelet duplicates.
+	r.jumps = []jumpRule{
+		{"filter", "INPUT", ChainExternalServices, true, "kubernetes externally-visible service portals"},
+		{"filter", "FORWARD", ChainExternalServices, true, "kubernetes externally-visible service portals"},
+		{"filter", "INPUT", ChainNodePorts, false, "kubernetes health check service ports"},
+		{"filter", "FORWARD", ChainServices, true, "kubernetes service portals"},
+		{"filter", "OUTPUT", ChainServices, true, "kubernetes service portals"},
+		{"filter", "FORWARD", ChainForward, false, "kubernetes forwarding rules"},
+		{"filter", "INPUT", ChainProxyFirewall, true, "kubernetes load balancer firewall"},
+		{"filter", "OUTPUT", ChainProxyFirewall, true, "kubernetes load balancer firewall"},
+		{"filter", "FORWARD", ChainProxyFirewall, true, "kubernetes load balancer firewall"},
+		{"nat", "OUTPUT", ChainServices, false, "kubernetes service portals"},
+		{"nat", "PREROUTING", ChainServices, false, "kubernetes service portals"},
+		{"nat", "POSTROUTING", ChainPostrouting, false, "kubernetes postrouting rules"},
+		{"filter", "INPUT", ChainKubeletFirewall, false, ""},
+		{"filter", "OUTPUT", ChainKubeletFirewall, false, ""},
+	}
+	for _, j := range r.jumps {
+		t := filter
+		if j.table == "nat" {
+			t = nat
+		}
+		t.ensure(j.dst)
+	}
+	filter.ensure(ChainProxyCanary)
+	nat.ensure(ChainProxyCanary)
+
+	for _, c := range []string{ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall} {
+		filter.chain(c)
+	}
+	for _, c := range []string{ChainServices, ChainNodePorts, ChainPostrouting, ChainMarkMasq} {
+		nat.chain(c)
+	}
+
+	nat.add(ChainPostrouting,
+		match("-m mark ! --mark "+mark+"/"+mark, "-m mark ! --mark "+markSave+"/"+markSave),
+		jump("RETURN"))
+	nat.add(ChainPostrouting, target("MARK --xor-mark "+mark, "MARK --set-xmark "+markSave+"/0x0"))
+	nat.add(ChainPostrouting,
+		comment("kubernetes service traffic requiring SNAT"),
+		jump("MASQUERADE --random-fully"))
+	nat.add(ChainMarkMasq, target("MARK --or-mark "+mark, "MARK --set-xmark "+markSave+"/"+markSave))
+
+	if localhostNodePorts {
+		filter.chain(ChainKubeletFirewall)
+		filter.add(ChainKubeletFirewall,
+			comment("block incoming localnet connections"),
+			dst("127.0.0.0/8", false),
+			src("127.0.0.0/8", true),
+			same("-m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT"),
+			jump("DROP"))
+	}
+
+	total := 0
+	for _, sp := range ports {
+		total += len(epMap[svcPortKey{sp.svc.Namespace, sp.svc.Name, sp.port.Name, sp.proto}])
+	}
+	largeCluster := total > largeClusterEndpointsThreshold
+	svcComment := func(c string) []part {
+		if largeCluster {
+			return nil
+		}
+		return []part{comment(c)}
+	}
+
+	var ifLocal, ifNotLocal []part
+	if cfg.ClusterCIDR.IsValid() {
+		c := cfg.ClusterCIDR.Masked().String()
+		ifLocal = []part{src(c, false)}
+		ifNotLocal = []part{src(c, true)}
+	}
+
+	for _, sp := range ports {
+		allEps := epMap[svcPortKey{sp.svc.Namespace, sp.svc.Name, sp.port.Name, sp.proto}]
+		clusterEps, localEps, reachable, hasEndpoints := categorize(allEps, sp)
+		spn := sp.name
+		p := sp.lproto
+		ip := sp.clusterIP.String()
+		portNum := sp.port.Port
+
+		usesClusterChain := len(clusterEps) > 0 && sp.usesClusterEndpoints()
+		usesLocalChain := len(localEps) > 0 && sp.usesLocalEndpoints()
+
+		internalChain := sp.svcChain
+		hasInternal := hasEndpoints
+		if sp.internalPolicyLocal {
+			internalChain = sp.svlChain
+			if len(localEps) == 0 {
+				hasInternal = false
+			}
+		}
+		externalPolicyChain := sp.svcChain
+		hasExternal := hasEndpoints
+		if sp.externalPolicyLocal {
+			externalPolicyChain = sp.svlChain
+			if len(localEps) == 0 {
+				hasExternal = false
+			}
+		}
+		extChain := sp.extChain
+		usesExtChain := hasEndpoints && sp.externallyAccessible()
+		lbChain := extChain
+		usesFW := hasEndpoints && len(sp.lbIPs) > 0 && len(sp.sourceRanges) > 0
+		if usesFW {
+			lbChain = sp.fwChain
+		}
+
+		var intVerdict, extVerdict Verdict
+		var intComment, extComment string
+		if !hasEndpoints {
+			intVerdict, extVerdict = VerdictReject, VerdictReject
+			intComment = spn + " has no endpoints"
+			extComment = intComment
+		} else {
+			if !hasInternal {
+				intVerdict = VerdictDrop
+				intComment = spn + " has no local endpoints"
+			}
+			if !hasExternal {
+				extVerdict = VerdictDrop
+				extComment = spn + " has no local endpoints"
+			}
+		}
+
+		// Cluster IP.
+		if hasInternal {
+			nat.add(ChainServices, comment(spn+" cluster IP"), proto(p), dst(ip, false), dport(portNum), jump(internalChain))
+		} else {
+			filter.add(ChainServices, comment(intComment), proto(p), dst(ip, false), dport(portNum), verdictPart(intVerdict))
+		}
+		// External IPs.
+		for _, eip := range sp.externalIPs {
+			if hasEndpoints {
+				nat.add(ChainServices, comment(spn+" external IP"), proto(p), dst(eip.String(), false), dport(portNum), jump(extChain))
+			}
+			if !hasExternal {
+				filter.add(ChainExternalServices, comment(extComment), proto(p), dst(eip.String(), false), dport(portNum), verdictPart(extVerdict))
+			}
+		}
+		// Load-balancer ingress.
+		for _, lb := range sp.lbIPs {
+			if hasEndpoints {
+				nat.add(ChainServices, comment(spn+" loadbalancer IP"), proto(p), dst(lb.String(), false), dport(portNum), jump(lbChain))
+			}
+			if usesFW {
+				filter.add(ChainProxyFirewall, comment(fmt.Sprintf("%s traffic not accepted by %s", spn, sp.fwChain)), proto(p), dst(lb.String(), false), dport(portNum), jump("DROP"))
+			}
+		}
+		if !hasExternal {
+			for _, lb := range sp.lbIPs {
+				filter.add(ChainExternalServices, comment(extComment), proto(p), dst(lb.String(), false), dport(portNum), verdictPart(extVerdict))
+			}
+		}
+		// Node ports.
+		if np := sp.port.NodePort; np != 0 {
+			if hasEndpoints {
+				if localhostNodePorts && cfg.NFAcct {
+					nat.add(ChainNodePorts, comment(spn), proto(p), dst("127.0.0.0/8", false), dport(np),
+						same("-m nfacct --nfacct-name "+NFAcctLocalhostNodePortAcc), jump(extChain))
+				}
+				nat.add(ChainNodePorts, comment(spn), proto(p), dport(np), jump(extChain))
+			}
+			if !hasExternal {
+				filter.add(ChainExternalServices, comment(extComment), same("-m addrtype --dst-type LOCAL"), proto(p), dport(np), verdictPart(extVerdict))
+			}
+		}
+		// Health-check node port.
+		if sp.healthCheckNodePort != 0 {
+			filter.add(ChainNodePorts, comment(spn+" health check node port"), proto("tcp"), dport(sp.healthCheckNodePort), jump("ACCEPT"))
+		}
+
+		// Internal traffic masquerade.
+		if hasInternal {
+			base := []part{comment(spn + " cluster IP"), proto(p), dst(ip, false), dport(portNum)}
+			if cfg.MasqueradeAll {
+				nat.add(internalChain, append(base, jump(ChainMarkMasq))...)
+			} else if len(ifNotLocal) > 0 {
+				nat.add(internalChain, append(append(base, ifNotLocal...), jump(ChainMarkMasq))...)
+			}
+		}
+
+		// External traffic chain.
+		if usesExtChain {
+			nat.chain(extChain)
+			if !sp.externalPolicyLocal {
+				nat.add(extChain, comment("masquerade traffic for "+spn+" external destinations"), jump(ChainMarkMasq))
+			} else {
+				if len(ifLocal) > 0 {
+					nat.add(extChain, append([]part{comment("pod traffic for " + spn + " external destinations")}, append(ifLocal, jump(sp.svcChain))...)...)
+				}
+				nat.add(extChain, comment("masquerade LOCAL traffic for "+spn+" external destinations"), same("-m addrtype --src-type LOCAL"), jump(ChainMarkMasq))
+				nat.add(extChain, comment("route LOCAL traffic for "+spn+" external destinations"), same("-m addrtype --src-type LOCAL"), jump(sp.svcChain))
+			}
+			if hasExternal {
+				nat.add(extChain, jump(externalPolicyChain))
+			}
+		}
+
+		// Firewall chain.
+		if usesFW {
+			nat.chain(sp.fwChain)
+			allowFromNode := false
+			for _, cidr := range sp.sourceRanges {
+				nat.add(sp.fwChain, comment(spn+" loadbalancer IP"), src(cidr.String(), false), jump(extChain))
+				if nodeIP.IsValid() && cidr.Contains(nodeIP) {
+					allowFromNode = true
+				}
+			}
+			if allowFromNode {
+				for _, lb := range sp.lbIPs {
+					nat.add(sp.fwChain, comment(spn+" loadbalancer IP"), src(lb.String(), false), jump(extChain))
+				}
+			}
+			nat.add(sp.fwChain, comment("other traffic to "+spn+" will be dropped by KUBE-PROXY-FIREWALL"))
+		}
+
+		if usesClusterChain {
+			nat.chain(sp.svcChain)
+			writeServiceToEndpoints(nat, sp, sp.svcChain, clusterEps, svcComment)
+		}
+		if usesLocalChain {
+			nat.chain(sp.svlChain)
+			writeServiceToEndpoints(nat, sp, sp.svlChain, localEps, svcComment)
+		}
+		for _, ep := range reachable {
+			nat.chain(ep.chain)
+			c := svcComment(spn)
+			nat.add(ep.chain, append(slices.Clone(c), src(ep.addr.Addr().String(), false), jump(ChainMarkMasq))...)
+			parts := slices.Clone(c)
+			if sp.affinity {
+				parts = append(parts, match("-m recent --name "+ep.chain+" --set", "-m recent --set --name "+ep.chain+" --mask 255.255.255.255 --rsource"))
+			}
+			parts = append(parts, proto(p), jump("DNAT --to-destination "+ep.str))
+			nat.add(ep.chain, parts...)
+		}
+
+		// Describe the service port.
+		spr := ServicePortRules{
+			ServicePortName: spn,
+			Namespace:       sp.svc.Namespace,
+			Name:            sp.svc.Name,
+			PortName:        sp.port.Name,
+			Protocol:        sp.proto,
+			ClusterIP:       sp.clusterIP,
+			Port:            portNum,
+			NodePort:        sp.port.NodePort,
+			ExternalIPs:     slices.Clone(sp.externalIPs),
+			LoadBalancerIPs: slices.Clone(sp.lbIPs),
+			HasEndpoints:    hasEndpoints,
+			InternalVerdict: intVerdict,
+			ExternalVerdict: extVerdict,
+		}
+		if usesClusterChain {
+			spr.ClusterChain = sp.svcChain
+			r.chains[sp.svcChain] = ChainInfo{sp.svcChain, ChainKindService, spn, netip.AddrPort{}, "picks one of " + spn + "'s cluster-wide endpoints (Cluster traffic policy)"}
+		}
+		if usesLocalChain {
+			spr.LocalChain = sp.svlChain
+			r.chains[sp.svlChain] = ChainInfo{sp.svlChain, ChainKindLocal, spn, netip.AddrPort{}, "picks one of " + spn + "'s endpoints on this node (Local traffic policy)"}
+		}
+		if usesExtChain {
+			spr.ExternalChain = extChain
+			r.chains[extChain] = ChainInfo{extChain, ChainKindExternal, spn, netip.AddrPort{}, "handles " + spn + " traffic to NodePort, external IPs and load-balancer IPs"}
+		}
+		if usesFW {
+			spr.FirewallChain = sp.fwChain
+			r.chains[sp.fwChain] = ChainInfo{sp.fwChain, ChainKindFirewall, spn, netip.AddrPort{}, "accepts " + spn + " load-balancer traffic only from loadBalancerSourceRanges"}
+		}
+		if hasInternal {
+			spr.InternalChain = internalChain
+		}
+		inCluster := map[string]bool{}
+		for _, ep := range clusterEps {
+			inCluster[ep.str] = usesClusterChain
+		}
+		inLocal := map[string]bool{}
+		for _, ep := range localEps {
+			inLocal[ep.str] = usesLocalChain
+		}
+		inReach := map[string]bool{}
+		for _, ep := range reachable {
+			inReach[ep.str] = true
+			r.chains[ep.chain] = ChainInfo{ep.chain, ChainKindEndpoint, spn, ep.addr, "DNATs " + spn + " traffic to " + ep.str + " (and marks hairpin traffic from it for masquerade)"}
+		}
+		for _, ep := range allEps {
+			er := EndpointRules{
+				Endpoint: ep.addr, Local: ep.local, Ready: ep.ready, Serving: ep.serving, Terminating: ep.terminating,
+				InClusterChain: inCluster[ep.str], InLocalChain: inLocal[ep.str],
+			}
+			if inReach[ep.str] {
+				er.Chain = ep.chain
+			}
+			spr.Endpoints = append(spr.Endpoints, er)
+		}
+		r.Services = append(r.Services, spr)
+
+		// Conntrack reconciler state (UDP only): service IPs and NodePort
+		// map to the serving endpoint IPs.
+		if sp.proto == ProtocolUDP {
+			set := map[netip.Addr]bool{}
+			for _, ep := range allEps {
+				if ep.serving {
+					set[ep.addr.Addr()] = true
+				}
+			}
+			r.udpIPs[sp.clusterIP] = set
+			for _, a := range sp.lbIPs {
+				r.udpIPs[a] = set
+			}
+			for _, a := range sp.externalIPs {
+				r.udpIPs[a] = set
+			}
+			if sp.port.NodePort != 0 {
+				r.udpNodePorts[uint16(sp.port.NodePort)] = set
+			}
+		}
+	}
+
+	// Tail call to KUBE-NODEPORTS; must be the last rule of KUBE-SERVICES.
+	const npComment = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
+	if len(cfg.NodePortAddresses) == 0 {
+		parts := []part{comment(npComment), same("-m addrtype --dst-type LOCAL")}
+		if !localhostNodePorts {
+			parts = append(parts, dst("127.0.0.0/8", true))
+		}
+		nat.add(ChainServices, append(parts, jump(ChainNodePorts))...)
+	} else {
+		for _, ip := range nodePortIPs(cfg) {
+			if ip.IsLoopback() && !localhostNodePorts {
+				continue
+			}
+			nat.add(ChainServices, comment(npComment), dst(ip.String(), false), jump(ChainNodePorts))
+		}
+	}
+
+	if !cfg.ConntrackTCPBeLiberal {
+		parts := []part{same("-m conntrack --ctstate INVALID")}
+		if cfg.NFAcct {
+			parts = append(parts, same("-m nfacct --nfacct-name "+NFAcctInvalidDropped))
+		}
+		filter.add(ChainForward, append(parts, jump("DROP"))...)
+	}
+	filter.add(ChainForward, comment("kubernetes forwarding rules"),
+		match("-m mark --mark "+mark+"/"+mark, "-m mark --mark "+markSave+"/"+markSave), jump("ACCEPT"))
+	filter.add(ChainForward, comment("kubernetes forwarding conntrack rule"),
+		same("-m conntrack --ctstate RELATED,ESTABLISHED"), jump("ACCEPT"))
+
+	// Explanations of the fixed chains.
+	for _, t := range []*table{filter, nat} {
+		for _, c := range append(append(slices.Clone(t.builtins), t.chains...), t.ensured...) {
+			if _, ok := r.chains[c]; ok {
+				continue
+			}
+			kind := ChainKindTopLevel
+			if slices.Contains(t.builtins, c) {
+				kind = ChainKindBuiltin
+			}
+			r.chains[c] = ChainInfo{Name: c, Kind: kind, Description: topLevelDescriptions[c]}
+		}
+	}
+	return r
+}
+
+func verdictPart(v Verdict) part {
+	if v == VerdictReject {
+		return reject()
+	}
+	return jump(string(v))
+}
+
+// writeServiceToEndpoints writes the session-affinity rules then the
+// probability rules of a KUBE-SVC or KUBE-SVL chain.
+func writeServiceToEndpoints(nat *table, sp *svcPort, chain string, eps []*endpoint, svcComment func(string) []part) {
+	if sp.affinity {
+		for _, ep := range eps {
+			parts := svcComment(sp.name + " -> " + ep.str)
+			secs := strconv.Itoa(sp.stickySeconds)
+			parts = append(parts,
+				match("-m recent --name "+ep.chain+" --rcheck --seconds "+secs+" --reap",
+					"-m recent --rcheck --seconds "+secs+" --reap --name "+ep.chain+" --mask 255.255.255.255 --rsource"),
+				jump(ep.chain))
+			nat.add(chain, parts...)
+		}
+	}
+	n := len(eps)
+	for i, ep := range eps {
+		parts := svcComment(sp.name + " -> " + ep.str)
+		if i < n-1 {
+			parts = append(parts, statistic(n-i))
+		}
+		nat.add(chain, append(parts, jump(ep.chain))...)
+	}
+}
+
+// nodePortIPs returns the node addresses inside --nodeport-addresses, sorted.
+func nodePortIPs(cfg *Config) []netip.Addr {
+	var out []netip.Addr
+	cands := append([]netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1})}, cfg.NodeIPs...)
+	for _, a := range cands {
+		for _, p := range cfg.NodePortAddresses {
+			if p.Contains(a) {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return slices.Compact(out)
+}
+
+// Probability returns the `--probability` kube-proxy writes for rule i
+// (from 0) of n endpoint rules, and what iptables-save prints for it. The
+// last rule (i == n-1) has no statistic match: both strings are empty.
+func Probability(i, n int) (kubeProxy, iptablesSave string) {
+	if n <= 0 || i < 0 || i >= n-1 {
+		return "", ""
+	}
+	r := probabilityRestore(n - i)
+	return r, probabilitySave(r)
+}
