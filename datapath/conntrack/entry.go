@@ -12,15 +12,15 @@ type Status uint32
 
 // Status bits, with the kernel's bit positions.
 const (
-	StatusExpected    Status = 1 << 0  // IPS_EXPECTED: created from an expectation (helpers; not modelled)
-	StatusSeenReply   Status = 1 << 1  // IPS_SEEN_REPLY: a packet was seen in the reply direction
-	StatusAssured     Status = 1 << 2  // IPS_ASSURED: never early-dropped; shown as [ASSURED]
-	StatusConfirmed   Status = 1 << 3  // IPS_CONFIRMED: inserted in the table
-	StatusSrcNAT      Status = 1 << 4  // IPS_SRC_NAT: the original source is rewritten
-	StatusDstNAT      Status = 1 << 5  // IPS_DST_NAT: the original destination is rewritten
-	StatusSrcNATDone  Status = 1 << 7  // IPS_SRC_NAT_DONE: the source binding was set up
-	StatusDstNATDone  Status = 1 << 8  // IPS_DST_NAT_DONE: the destination binding was set up
-	StatusDying       Status = 1 << 9  // IPS_DYING: removed from the table
+	StatusExpected    Status = 1 << 0 // IPS_EXPECTED: created from an expectation (helpers; not modelled)
+	StatusSeenReply   Status = 1 << 1 // IPS_SEEN_REPLY: a packet was seen in the reply direction
+	StatusAssured     Status = 1 << 2 // IPS_ASSURED: never early-dropped; shown as [ASSURED]
+	StatusConfirmed   Status = 1 << 3 // IPS_CONFIRMED: inserted in the table
+	StatusSrcNAT      Status = 1 << 4 // IPS_SRC_NAT: the original source is rewritten
+	StatusDstNAT      Status = 1 << 5 // IPS_DST_NAT: the original destination is rewritten
+	StatusSrcNATDone  Status = 1 << 7 // IPS_SRC_NAT_DONE: the source binding was set up
+	StatusDstNATDone  Status = 1 << 8 // IPS_DST_NAT_DONE: the destination binding was set up
+	StatusDying       Status = 1 << 9 // IPS_DYING: removed from the table
 	StatusNATMask            = StatusSrcNAT | StatusDstNAT
 	statusNATDoneMask        = StatusSrcNATDone | StatusDstNATDone
 )
@@ -184,7 +184,7 @@ func (t *Table) Get(p *datapath.Packet) (*Entry, CTInfo) {
 	return e, i
 }
 
-// String formats the entry as one line of `conntrack -L` at now, e.g.
+// Format formats the entry as one line of `conntrack -L` at now, e.g.
 //
 //	tcp      6 431999 ESTABLISHED src=10.244.1.2 dst=10.96.0.10 sport=40000 dport=53 src=10.244.2.3 dst=10.244.1.2 sport=53 dport=40000 [ASSURED] mark=0 use=1
 func (e *Entry) Format(now time.Duration) string {

@@ -1,0 +1,334 @@
+package conntrack
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+)
+
+// Timeouts are the protocol timeouts (net.netfilter.nf_conntrack_*_timeout*
+// sysctls). DefaultTimeouts returns the kernel's defaults.
+type Timeouts struct {
+	TCPSynSent, TCPSynRecv, TCPEstablished, TCPFinWait, TCPCloseWait,
+	TCPLastAck, TCPTimeWait, TCPClose time.Duration
+	// TCPUnacknowledged caps the timeout of an ESTABLISHED connection picked
+	// up mid-stream that has not seen a reply (nf_conntrack_tcp_timeout_unacknowledged).
+	TCPUnacknowledged time.Duration
+	// UDP is nf_conntrack_udp_timeout (unreplied, or replied but younger
+	// than 2 s); UDPStream is nf_conntrack_udp_timeout_stream.
+	UDP, UDPStream time.Duration
+	ICMP           time.Duration
+	// Generic is nf_conntrack_generic_timeout, for other protocols.
+	Generic time.Duration
+}
+
+// DefaultTimeouts returns the kernel's default timeouts.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		TCPSynSent: 120 * time.Second, TCPSynRecv: 60 * time.Second,
+		TCPEstablished: 432000 * time.Second, TCPFinWait: 120 * time.Second,
+		TCPCloseWait: 60 * time.Second, TCPLastAck: 30 * time.Second,
+		TCPTimeWait: 120 * time.Second, TCPClose: 10 * time.Second,
+		TCPUnacknowledged: 300 * time.Second,
+		UDP:               30 * time.Second, UDPStream: 120 * time.Second,
+		ICMP: 30 * time.Second, Generic: 600 * time.Second,
+	}
+}
+
+func (to *Timeouts) tcp(s TCPState) time.Duration {
+	switch s {
+	case TCPSynSent, TCPSynSent2:
+		return to.TCPSynSent
+	case TCPSynRecv:
+		return to.TCPSynRecv
+	case TCPEstablished:
+		return to.TCPEstablished
+	case TCPFinWait:
+		return to.TCPFinWait
+	case TCPCloseWait:
+		return to.TCPCloseWait
+	case TCPLastAck:
+		return to.TCPLastAck
+	case TCPTimeWait:
+		return to.TCPTimeWait
+	}
+	return to.TCPClose
+}
+
+// DefaultMax is the nf_conntrack_max used when Config.Max is zero: the
+// value kube-proxy sets on a node with 8 CPUs (conntrack.maxPerCore 32768).
+const DefaultMax = 262144
+
+// Config configures a conntrack table.
+type Config struct {
+	// Max is net.netfilter.nf_conntrack_max: when the table holds this many
+	// connections, packets that would create a new one are dropped
+	// ("nf_conntrack: table full, dropping packet"). 0 means DefaultMax.
+	Max int
+	// Timeouts; the zero value means DefaultTimeouts().
+	Timeouts *Timeouts
+	// TCPLoose is nf_conntrack_tcp_loose (default 1): a TCP packet without
+	// SYN may create an ESTABLISHED connection (mid-stream pickup).
+	// Install sets it to true unless StrictTCP is set.
+	StrictTCP bool
+}
+
+// Stats are the counters of `conntrack -S` that the model maintains.
+type Stats struct {
+	Found, New, Invalid, Drop, Insert, InsertFailed, Related uint64
+}
+
+type slot struct {
+	e     *Entry
+	reply bool
+}
+
+// Table is one network namespace's connection tracking table. Lookups are
+// by Tuple in either direction (two map keys per connection) and allocate
+// nothing. Expiry is evaluated lazily against virtual time: an expired
+// entry is removed when a lookup, a listing or the full-table check meets
+// it, which is indistinguishable from the kernel's garbage collector for
+// anything that looks at the table.
+//
+// A Table is used from the engine's event loop only; it is not safe for
+// concurrent use.
+type Table struct {
+	ns       *datapath.Netns
+	max      int
+	to       Timeouts
+	loose    bool
+	m        map[Tuple]slot
+	count    int
+	nextID   uint32
+	rover    uint16
+	Stats    Stats
+	inStage  inStage
+	cfmStage confirmStage
+}
+
+// NewTable returns a table for ns without registering any stage; Install does
+// both.
+func NewTable(ns *datapath.Netns, cfg Config) *Table {
+	t := &Table{ns: ns, max: cfg.Max, to: DefaultTimeouts(), loose: !cfg.StrictTCP, m: map[Tuple]slot{}}
+	if t.max <= 0 {
+		t.max = DefaultMax
+	}
+	if cfg.Timeouts != nil {
+		t.to = *cfg.Timeouts
+	}
+	t.inStage.t = t
+	t.cfmStage.t = t
+	return t
+}
+
+// Stage names under which Install registers the conntrack stages.
+const (
+	StageIn      = "conntrack"
+	StageConfirm = "conntrack-confirm"
+)
+
+// Install creates a table for ns and registers its stages the way
+// nf_conntrack_ipv4 registers its hooks: conntrack-in at PREROUTING and
+// OUTPUT (priority -200, after raw) and confirm at INPUT and POSTROUTING
+// (the last priority).
+func Install(ns *datapath.Netns, cfg Config) *Table {
+	t := NewTable(ns, cfg)
+	ns.AddHookStage(datapath.Prerouting, StageIn, datapath.PriorityConntrack, &t.inStage)
+	ns.AddHookStage(datapath.Output, StageIn, datapath.PriorityConntrack, &t.inStage)
+	ns.AddHookStage(datapath.Input, StageConfirm, datapath.PriorityConntrackConfirm, &t.cfmStage)
+	ns.AddHookStage(datapath.Postrouting, StageConfirm, datapath.PriorityConntrackConfirm, &t.cfmStage)
+	return t
+}
+
+// Netns returns the namespace the table belongs to.
+func (t *Table) Netns() *datapath.Netns { return t.ns }
+
+// Max returns nf_conntrack_max.
+func (t *Table) Max() int { return t.max }
+
+// SetMax sets nf_conntrack_max (existing entries are kept).
+func (t *Table) SetMax(n int) { t.max = n }
+
+// Timeouts returns the table's timeouts.
+func (t *Table) Timeouts() Timeouts { return t.to }
+
+func (t *Table) now() time.Duration { return t.ns.Engine().Now() }
+
+// Len returns the number of live confirmed connections (nf_conntrack_count),
+// reaping expired ones first.
+func (t *Table) Len() int {
+	t.gc(t.now())
+	return t.count
+}
+
+// Lookup finds the live connection a tuple belongs to and whether the tuple
+// is its reply direction.
+func (t *Table) Lookup(tu Tuple) (*Entry, bool, bool) {
+	s, ok := t.m[tu]
+	if !ok {
+		return nil, false, false
+	}
+	if s.e.expires <= t.now() {
+		t.remove(s.e)
+		return nil, false, false
+	}
+	return s.e, s.reply, true
+}
+
+// taken reports whether a tuple is used by a live connection in either
+// direction (nf_conntrack_tuple_taken).
+func (t *Table) taken(tu Tuple) bool {
+	_, _, ok := t.Lookup(tu)
+	return ok
+}
+
+func (t *Table) remove(e *Entry) {
+	if e.Status&StatusConfirmed == 0 || e.Status&StatusDying != 0 {
+		return
+	}
+	e.Status |= StatusDying
+	if s, ok := t.m[e.Orig]; ok && s.e == e {
+		delete(t.m, e.Orig)
+	}
+	if s, ok := t.m[e.Reply]; ok && s.e == e {
+		delete(t.m, e.Reply)
+	}
+	t.count--
+}
+
+// Kill removes a connection from the table (nf_ct_kill).
+func (t *Table) Kill(e *Entry) { t.remove(e) }
+
+func (t *Table) gc(now time.Duration) {
+	var dead []*Entry
+	for _, s := range t.m {
+		if !s.reply && s.e.expires <= now {
+			dead = append(dead, s.e)
+		}
+	}
+	for _, e := range dead {
+		t.remove(e)
+	}
+}
+
+// List returns the live connections sorted by ID (creation order). The
+// kernel lists in hash order; a stable order keeps listings diffable.
+func (t *Table) List() []*Entry {
+	now := t.now()
+	t.gc(now)
+	out := make([]*Entry, 0, t.count)
+	for _, s := range t.m {
+		if !s.reply {
+			out = append(out, s.e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Entry) int { return int(int64(a.ID) - int64(b.ID)) })
+	return out
+}
+
+// Dump returns `conntrack -L` output: one line per connection, each ending
+// in a newline. (The real tool's "N flow entries have been shown" summary
+// goes to stderr and is not included.)
+func (t *Table) Dump() string {
+	var b strings.Builder
+	now := t.now()
+	for _, e := range t.List() {
+		b.WriteString(e.Format(now))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Filter selects connections for Delete, like the options of
+// `conntrack -D` (-p, --orig-src, --orig-dst, --reply-src, --reply-dst,
+// --orig-port-src, ...). Zero fields match anything.
+type Filter struct {
+	Proto                                        uint8
+	OrigSrc, OrigDst, ReplySrc, ReplyDst         netip.Addr
+	OrigSport, OrigDport, ReplySport, ReplyDport uint16
+	// Mark, when MarkSet, must equal the connection mark.
+	Mark    uint32
+	MarkSet bool
+}
+
+func addrOK(a netip.Addr, b [4]byte) bool { return !a.IsValid() || a == netip.AddrFrom4(b) }
+
+func portOK(f, p uint16) bool { return f == 0 || f == p }
+
+// Matches reports whether e is selected by f.
+func (f *Filter) Matches(e *Entry) bool {
+	return (f.Proto == 0 || f.Proto == e.Orig.Proto) &&
+		addrOK(f.OrigSrc, e.Orig.Src) && addrOK(f.OrigDst, e.Orig.Dst) &&
+		addrOK(f.ReplySrc, e.Reply.Src) && addrOK(f.ReplyDst, e.Reply.Dst) &&
+		portOK(f.OrigSport, e.Orig.Sport) && portOK(f.OrigDport, e.Orig.Dport) &&
+		portOK(f.ReplySport, e.Reply.Sport) && portOK(f.ReplyDport, e.Reply.Dport) &&
+		(!f.MarkSet || f.Mark == e.Mark)
+}
+
+// Delete removes the connections f selects and returns how many, as
+// `conntrack -D` does (kube-proxy deletes stale UDP entries by protocol and
+// original destination or reply source this way).
+func (t *Table) Delete(f Filter) int {
+	n := 0
+	for _, e := range t.List() {
+		if f.Matches(e) {
+			t.remove(e)
+			n++
+		}
+	}
+	return n
+}
+
+// Flush removes every connection (`conntrack -F`).
+func (t *Table) Flush() { t.Delete(Filter{}) }
+
+// newEntry creates an unconfirmed entry for tuple tu.
+func (t *Table) newEntry(tu Tuple, now time.Duration) *Entry {
+	t.nextID++
+	e := &Entry{ID: t.nextID, Orig: tu, Reply: tu.Invert(), t: t}
+	e.rel.e = e
+	return e
+}
+
+// full reports whether a new connection must be refused, after reaping
+// expired entries.
+func (t *Table) full(now time.Duration) bool {
+	if t.count < t.max {
+		return false
+	}
+	t.gc(now)
+	return t.count >= t.max
+}
+
+// confirm inserts e (__nf_conntrack_confirm). It returns the entry the
+// packet ends up attached to (e, or an identical entry that won a clash),
+// or nil when the insert failed.
+func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
+	if e.Status&StatusConfirmed != 0 {
+		return e
+	}
+	if e.Status&StatusDying != 0 {
+		return nil
+	}
+	if o, _, ok := t.Lookup(e.Orig); ok {
+		// nf_ct_resolve_clash: an identical connection won the race.
+		if o.Orig == e.Orig && o.Reply == e.Reply {
+			return o
+		}
+		t.Stats.InsertFailed++
+		return nil
+	}
+	if _, _, ok := t.Lookup(e.Reply); ok {
+		t.Stats.InsertFailed++
+		return nil
+	}
+	e.Status |= StatusConfirmed
+	t.m[e.Orig] = slot{e: e}
+	t.m[e.Reply] = slot{e: e, reply: true}
+	t.count++
+	t.Stats.Insert++
+	return e
+}
