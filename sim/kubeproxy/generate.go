@@ -168,7 +168,8 @@ type Rules struct {
 	// Services lists every proxied service port, sorted by ServicePortName
 	// then protocol.
 	Services []ServicePortRules
-	// MasqueradeMark is the SNAT mark as kube-proxy spells it (0x004000).
+	// MasqueradeMark is the SNAT mark as kube-proxy spells it in its restore
+	// input (Go's %#08x: "0x00004000"); iptables-save prints 0x4000.
 	MasqueradeMark string
 	chains         map[string]ChainInfo
 	udpIPs         map[netip.Addr]map[netip.Addr]bool
