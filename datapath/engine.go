@@ -48,8 +48,7 @@ type Engine struct {
 	// the default of 1,000,000 events per Run call.
 	MaxEvents int
 
-	nextIfindex int
-	netnsCount  int
+	netnsCount int
 }
 
 // NewEngine returns an engine whose random source is seeded with seed.

@@ -48,6 +48,8 @@ type Netns struct {
 	sockets sockets
 	lo      *Device
 	ipID    uint16
+	// nextIfindex allocates ifindexes per namespace, as dev_new_index does.
+	nextIfindex int
 }
 
 // NewNetns creates a namespace with a loopback device lo (127.0.0.1/8, up),
@@ -89,8 +91,8 @@ func (ns *Netns) addDevice(name string, kind DeviceKind, mac MAC, mtu int) (*Dev
 	if _, dup := ns.byName[name]; dup {
 		return nil, &ConfigError{Op: "add device", Object: name, Reason: "RTNETLINK answers: File exists"}
 	}
-	ns.e.nextIfindex++
-	d := &Device{Name: name, Index: ns.e.nextIfindex, Kind: kind, MAC: mac, MTU: mtu, ns: ns}
+	ns.nextIfindex++
+	d := &Device{Name: name, Index: ns.nextIfindex, Kind: kind, MAC: mac, MTU: mtu, ns: ns}
 	ns.devs = append(ns.devs, d)
 	ns.byName[name] = d
 	return d, nil

@@ -40,7 +40,9 @@ type Error struct {
 	Err    error
 }
 
-func (e *Error) Error() string { return "plugin type=\"" + e.Plugin + "\" failed (add): " + e.Err.Error() }
+func (e *Error) Error() string {
+	return "plugin type=\"" + e.Plugin + "\" failed (add): " + e.Err.Error()
+}
 func (e *Error) Unwrap() error { return e.Err }
 
 // BridgeAdd runs the bridge plugin's ADD for containerID, whose sandbox is

@@ -1,0 +1,105 @@
+// Package bench holds the walk benchmarks: ns/packet and allocations for
+// the hot paths named in DESIGN.md, measured with testing.B.
+package bench
+
+import (
+	"testing"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/kubewalk/kubewalk/sim/packet"
+)
+
+// warm sends one packet so ARP and FDB state is in place, then returns the
+// template for the steady-state packet.
+func warm(b *testing.B, from *datapath.Netns, ip []byte) *datapath.Engine {
+	b.Helper()
+	if _, err := from.Send(ip); err != nil {
+		b.Fatal(err)
+	}
+	e := from.Engine()
+	if err := e.Run(); err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+func runPackets(b *testing.B, from *datapath.Netns, ip []byte, tr *trace.Trace, check func()) {
+	e := from.Engine()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := e.Pool.Get()
+		p.SetIPPacket(ip)
+		if tr != nil {
+			tr.Reset()
+			p.Trace = tr
+		}
+		from.SendPacket(p)
+		if err := e.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
+	check()
+}
+
+func benchSameNodeUDP(b *testing.B, traced bool) {
+	r, err := scenarios.NewReference(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink, err := r.Web1.Netns.ListenUDP(9000, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ip, err := packet.UDP(packet.IP{Src: r.Client.IP, Dst: r.Web1.IP}, 40000, 9000, make([]byte, 64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm(b, r.Client.Netns, ip)
+	var tr *trace.Trace
+	if traced {
+		tr = &trace.Trace{}
+	}
+	before := sink.Received
+	runPackets(b, r.Client.Netns, ip, tr, func() {
+		if sink.Received-before != b.N {
+			b.Fatalf("delivered %d of %d packets", sink.Received-before, b.N)
+		}
+	})
+}
+
+// BenchmarkSameNodePodToPodUDP: net/client -> net/web-1 on cka-w1, through
+// eth0, the host veth, cni0 and web-1's veth, tracing off.
+func BenchmarkSameNodePodToPodUDP(b *testing.B) { benchSameNodeUDP(b, false) }
+
+// BenchmarkSameNodePodToPodUDPTraced is the same walk with tracing on.
+func BenchmarkSameNodePodToPodUDPTraced(b *testing.B) { benchSameNodeUDP(b, true) }
+
+// BenchmarkCrossNodePodToPodTCP: a TCP segment from net/client on cka-w1 to
+// net/web-2 on cka-w2: routed by cka-w1 into flannel.1, VXLAN-encapsulated,
+// across the underlay, decapsulated and routed into cni0 on cka-w2.
+func BenchmarkCrossNodePodToPodTCP(b *testing.B) {
+	r, err := scenarios.NewReference(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := r.Web2.Netns
+	_ = l
+	ip, err := packet.TCP(packet.IP{Src: r.Client.IP, Dst: r.Web2.IP}, packet.TCPSegment{
+		Sport: 40000, Dport: 80, Seq: 1, Ack: 1, Flags: packet.TCPFlags{ACK: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	warm(b, r.Client.Netns, ip)
+	w2 := r.W2.Host.Device("flannel.1")
+	before := w2.Stats.RxPackets
+	runPackets(b, r.Client.Netns, ip, nil, func() {
+		if got := w2.Stats.RxPackets - before; got != uint64(b.N) {
+			b.Fatalf("cka-w2 flannel.1 received %d of %d packets", got, b.N)
+		}
+	})
+}
