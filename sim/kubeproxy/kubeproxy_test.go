@@ -339,3 +339,22 @@ func TestJumpRulesAndChainInfo(t *testing.T) {
 	assert.Equal(t, "0x00004000", r.MasqueradeMark)
 	assert.Equal(t, []string{"KUBE-PROXY-CANARY"}, r.EnsuredChains()["mangle"])
 }
+
+func TestLargeClusterDropsEndpointComments(t *testing.T) {
+	var eps []Endpoint
+	for i := 0; i < 1001; i++ {
+		eps = append(eps, ep(netip.AddrFrom4([4]byte{10, 244, byte(1 + i/250), byte(1 + i%250)}).String(), "cka-w2"))
+	}
+	svc := webService()
+	r, err := Generate(refConfig(), Snapshot{
+		Services:       []Service{svc, {Namespace: "net", Name: "headless", Headless: true}},
+		EndpointSlices: []EndpointSlice{slice("net", "web", tcp("", 80), eps...)},
+	})
+	require.NoError(t, err)
+	require.Len(t, r.Services, 1, "headless services are not proxied")
+	nat := r.SaveNAT()
+	assert.NotContains(t, nat, "-> 10.244.")
+	assert.Contains(t, nat, `-A KUBE-SERVICES -d 10.111.80.136/32 -p tcp -m comment --comment "net/web cluster IP"`)
+	sep := r.Services[0].Endpoints[0].Chain
+	assert.Contains(t, nat, "-A "+sep+" -s 10.244.1.1/32 -j KUBE-MARK-MASQ\n")
+}
