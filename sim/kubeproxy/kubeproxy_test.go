@@ -355,6 +355,6 @@ func TestLargeClusterDropsEndpointComments(t *testing.T) {
 	nat := r.SaveNAT()
 	assert.NotContains(t, nat, "-> 10.244.")
 	assert.Contains(t, nat, `-A KUBE-SERVICES -d 10.111.80.136/32 -p tcp -m comment --comment "net/web cluster IP"`)
-	sep := r.Services[0].Endpoints[0].Chain
-	assert.Contains(t, nat, "-A "+sep+" -s 10.244.1.1/32 -j KUBE-MARK-MASQ\n")
+	e0 := r.Services[0].Endpoints[0]
+	assert.Contains(t, nat, "-A "+e0.Chain+" -s "+e0.Endpoint.Addr().String()+"/32 -j KUBE-MARK-MASQ\n")
 }
