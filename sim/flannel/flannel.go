@@ -101,6 +101,13 @@ func (n *Network) Join(name string, host *datapath.Netns, subnet netip.Prefix, p
 	}
 	me := &Node{Name: name, Host: host, Subnet: subnet, PublicIP: publicIP, Iface: iface, VTEP: vtep}
 	for _, o := range n.nodes {
+		if o.Subnet == subnet {
+			// A lease for our own subnet cannot be routed to another node:
+			// flanneld skips it, and so the two nodes never learn of each
+			// other while every third node routes the subnet to whichever
+			// lease it saw last.
+			continue
+		}
 		if err := program(me, o); err != nil {
 			return nil, err
 		}
