@@ -23,7 +23,7 @@ type fdbEntry struct {
 type bridge struct {
 	dev        *Device
 	ports      []*Device
-	fdb        map[MAC]*fdbEntry
+	fdb        map[uint64]*fdbEntry
 	AgeingTime time.Duration
 }
 
@@ -62,7 +62,7 @@ func (d *Device) FDB(now time.Duration) []FDBEntry {
 		if !e.local && !e.static && now-e.updated > d.br.AgeingTime {
 			continue
 		}
-		out = append(out, FDBEntry{MAC: m, Port: e.port.Name, Local: e.local, Static: e.static, Age: now - e.updated})
+		out = append(out, FDBEntry{MAC: macFromKey(m), Port: e.port.Name, Local: e.local, Static: e.static, Age: now - e.updated})
 	}
 	slices.SortFunc(out, func(a, b FDBEntry) int {
 		if a.Port != b.Port {
@@ -78,12 +78,12 @@ func (d *Device) FDB(now time.Duration) []FDBEntry {
 
 // lookup finds the port for dst, ageing out a stale entry.
 func (b *bridge) lookup(now time.Duration, dst MAC) (*fdbEntry, bool) {
-	e, ok := b.fdb[dst]
+	e, ok := b.fdb[dst.key()]
 	if !ok {
 		return nil, false
 	}
 	if !e.local && !e.static && now-e.updated > b.AgeingTime {
-		delete(b.fdb, dst)
+		delete(b.fdb, dst.key())
 		return nil, false
 	}
 	return e, true
@@ -94,7 +94,7 @@ func (b *bridge) learn(w *Walk, port *Device, p *Packet, src MAC) {
 		return
 	}
 	now := w.e.now
-	e, ok := b.fdb[src]
+	e, ok := b.fdb[src.key()]
 	if ok && (e.local || e.static) {
 		return
 	}
@@ -104,7 +104,7 @@ func (b *bridge) learn(w *Walk, port *Device, p *Packet, src MAC) {
 	}
 	if !ok {
 		e = &fdbEntry{}
-		b.fdb[src] = e
+		b.fdb[src.key()] = e
 	}
 	e.port, e.updated = port, now
 	if p.Trace != nil {

@@ -224,12 +224,12 @@ type Segment struct {
 	Name    string
 	Latency time.Duration
 	ports   []*Device
-	fdb     map[MAC]*Device
+	fdb     map[uint64]*Device
 }
 
 // NewSegment returns a segment with the given one-way latency.
 func NewSegment(name string, latency time.Duration) *Segment {
-	return &Segment{Name: name, Latency: latency, fdb: map[MAC]*Device{}}
+	return &Segment{Name: name, Latency: latency, fdb: map[uint64]*Device{}}
 }
 
 // Ports returns the NICs attached to the segment.
@@ -238,10 +238,10 @@ func (s *Segment) Ports() []*Device { return s.ports }
 func (s *Segment) send(w *Walk, from *Device, p *Packet) {
 	src, dst := p.SrcMAC(), p.DstMAC()
 	if !src.IsMulticast() {
-		s.fdb[src] = from
+		s.fdb[src.key()] = from
 	}
 	if !dst.IsMulticast() {
-		if to, ok := s.fdb[dst]; ok {
+		if to, ok := s.fdb[dst.key()]; ok {
 			if to == from {
 				p.Release()
 				return

@@ -44,3 +44,13 @@ func RandomMAC(r *rand.Rand) MAC {
 	m[0] |= 0x02  // locally administered
 	return m
 }
+
+// key packs m into a uint64 for map lookups: 6-byte array keys have no
+// fast map path and cost a full hash per lookup.
+func (m MAC) key() uint64 {
+	return uint64(m[0])<<40 | uint64(m[1])<<32 | uint64(m[2])<<24 | uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
+}
+
+func macFromKey(k uint64) MAC {
+	return MAC{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
+}

@@ -1,7 +1,6 @@
 package datapath
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
 	"time"
@@ -55,9 +54,17 @@ const (
 	UnresQueueLen = 101
 )
 
-type neighKey struct {
-	dev int
-	ip  [4]byte
+// neighKey is (ifindex << 32 | IPv4 address): one uint64 so lookups take
+// the map fast path.
+type neighKey uint64
+
+func mkNeighKey(dev int, ip [4]byte) neighKey {
+	return neighKey(uint64(dev)<<32 | uint64(ip[0])<<24 | uint64(ip[1])<<16 | uint64(ip[2])<<8 | uint64(ip[3]))
+}
+
+func (k neighKey) dev() int { return int(k >> 32) }
+func (k neighKey) ip() [4]byte {
+	return [4]byte{byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
 }
 
 type neighEntry struct {
@@ -86,7 +93,7 @@ type neighTable struct {
 
 func (t *neighTable) init() { t.m = map[neighKey]*neighEntry{} }
 
-func (t *neighTable) get(dev int, ip [4]byte) *neighEntry { return t.m[neighKey{dev, ip}] }
+func (t *neighTable) get(dev int, ip [4]byte) *neighEntry { return t.m[mkNeighKey(dev, ip)] }
 
 // Neighbor is a neighbour entry as `ip neigh show` lists it.
 type Neighbor struct {
@@ -113,16 +120,11 @@ func (ns *Netns) Neighbors() []Neighbor {
 	for k := range ns.neigh.m {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b neighKey) int {
-		if c := cmp.Compare(a.dev, b.dev); c != 0 {
-			return c
-		}
-		return slices.Compare(a.ip[:], b.ip[:])
-	})
+	slices.Sort(keys)
 	for _, k := range keys {
 		e := ns.neigh.m[k]
 		ns.age(e)
-		out = append(out, Neighbor{IP: netip.AddrFrom4(k.ip), Dev: e.dev.Name, MAC: e.mac, State: e.state})
+		out = append(out, Neighbor{IP: netip.AddrFrom4(k.ip()), Dev: e.dev.Name, MAC: e.mac, State: e.state})
 	}
 	return out
 }
@@ -146,7 +148,7 @@ func (ns *Netns) SetNeigh(dev string, ip netip.Addr, mac MAC, state NeighState) 
 	if state != NeighPermanent && state != NeighReachable && state != NeighStale && state != NeighNoARP {
 		return &ConfigError{Op: "neigh replace", Object: ip.String(), Reason: "state " + state.String() + " cannot be set"}
 	}
-	k := neighKey{d.Index, ip.As4()}
+	k := mkNeighKey(d.Index, ip.As4())
 	e := ns.neigh.m[k]
 	if e == nil {
 		e = &neighEntry{key: k, ns: ns, dev: d}
@@ -163,7 +165,7 @@ func (ns *Netns) DeleteNeigh(dev string, ip netip.Addr) bool {
 	if d == nil || !ip.Is4() {
 		return false
 	}
-	k := neighKey{d.Index, ip.As4()}
+	k := mkNeighKey(d.Index, ip.As4())
 	if _, ok := ns.neigh.m[k]; !ok {
 		return false
 	}
@@ -184,7 +186,7 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 		dev.transmit(w, p)
 		return
 	}
-	k := neighKey{dev.Index, nextHop}
+	k := mkNeighKey(dev.Index, nextHop)
 	e := ns.neigh.m[k]
 	if e != nil {
 		ns.age(e)
@@ -259,7 +261,7 @@ func (e *neighEntry) Fire(w *Walk) {
 		for _, p := range q {
 			e.ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4HostUnreachable, 0)
 			e.ns.drop(w, p, e.dev, "neigh", ReasonNeighUnresolved,
-				"no ARP reply for "+addrString(e.key.ip)+" after "+itoa(ARPProbes)+" probes (ICMP host unreachable sent)")
+				"no ARP reply for "+addrString(e.key.ip())+" after "+itoa(ARPProbes)+" probes (ICMP host unreachable sent)")
 		}
 		return
 	}
@@ -272,12 +274,12 @@ func (ns *Netns) arpProbe(w *Walk, e *neighEntry) {
 	p := ns.e.Pool.Get()
 	f := p.buf[Headroom : Headroom+42]
 	p.head, p.tail = Headroom, Headroom+42
-	writeARP(f, 1, e.dev.MAC, e.srcIP, BroadcastMAC, MAC{}, e.key.ip)
+	writeARP(f, 1, e.dev.MAC, e.srcIP, BroadcastMAC, MAC{}, e.key.ip())
 	if e.trace != nil {
 		p.Trace = e.trace
 		p.ID = e.trace.NewPacketID()
 		p.Parent = e.parent
-		ns.observe(w, p, e.dev, "arp", trace.Replied, "who-has "+addrString(e.key.ip)+" (probe "+itoa(e.probes)+"/"+itoa(ARPProbes)+")")
+		ns.observe(w, p, e.dev, "arp", trace.Replied, "who-has "+addrString(e.key.ip())+" (probe "+itoa(e.probes)+"/"+itoa(ARPProbes)+")")
 	}
 	ns.e.ScheduleTimer(ARPRetransTime, e)
 	e.dev.transmit(w, p)
@@ -330,7 +332,7 @@ func (ns *Netns) arpReceive(w *Walk, dev *Device, p *Packet) {
 		ns.drop(w, p, dev, "arp", ReasonMalformed, err.Error())
 		return
 	}
-	k := neighKey{dev.Index, a.SPA}
+	k := mkNeighKey(dev.Index, a.SPA)
 	e := ns.neigh.m[k]
 	_, forUs := ns.local[a.TPA]
 	if a.Op == 1 && forUs {

@@ -126,8 +126,8 @@ func (ns *Netns) AddBridge(name string) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.br = &bridge{dev: d, fdb: map[MAC]*fdbEntry{}, AgeingTime: DefaultAgeingTime}
-	d.br.fdb[d.MAC] = &fdbEntry{port: d, local: true}
+	d.br = &bridge{dev: d, fdb: map[uint64]*fdbEntry{}, AgeingTime: DefaultAgeingTime}
+	d.br.fdb[d.MAC.key()] = &fdbEntry{port: d, local: true}
 	return d, nil
 }
 
@@ -157,7 +157,7 @@ func (ns *Netns) SetMaster(port, bridgeName string) error {
 	}
 	p.master = b
 	b.br.ports = append(b.br.ports, p)
-	b.br.fdb[p.MAC] = &fdbEntry{port: p, local: true}
+	b.br.fdb[p.MAC.key()] = &fdbEntry{port: p, local: true}
 	return nil
 }
 
@@ -641,7 +641,7 @@ func (ns *Netns) removeDevice(d *Device) {
 	ns.addrs = kept
 	ns.Routes.DeleteDev(d.Index)
 	for k := range ns.neigh.m {
-		if k.dev == d.Index {
+		if k.dev() == d.Index {
 			delete(ns.neigh.m, k)
 		}
 	}

@@ -31,7 +31,7 @@ type VXLANConfig struct {
 type VXLAN struct {
 	VXLANConfig
 	dev      *Device
-	fdb      map[MAC][4]byte
+	fdb      map[uint64][4]byte
 	hashSeed uint32
 }
 
@@ -68,7 +68,7 @@ func (ns *Netns) AddVXLAN(name string, cfg VXLANConfig) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.vx = &VXLAN{VXLANConfig: cfg, dev: d, fdb: map[MAC][4]byte{}, hashSeed: ns.e.rng.Uint32()}
+	d.vx = &VXLAN{VXLANConfig: cfg, dev: d, fdb: map[uint64][4]byte{}, hashSeed: ns.e.rng.Uint32()}
 	return d, nil
 }
 
@@ -83,18 +83,18 @@ func (v *VXLAN) AddFDB(mac MAC, dst netip.Addr) error {
 	if !dst.Is4() {
 		return &ConfigError{Op: "fdb append", Object: mac.String(), Reason: "dst must be IPv4"}
 	}
-	v.fdb[mac] = dst.As4()
+	v.fdb[mac.key()] = dst.As4()
 	return nil
 }
 
 // DeleteFDB removes the entry for mac.
-func (v *VXLAN) DeleteFDB(mac MAC) { delete(v.fdb, mac) }
+func (v *VXLAN) DeleteFDB(mac MAC) { delete(v.fdb, mac.key()) }
 
 // FDB lists the entries sorted by MAC.
 func (v *VXLAN) FDB() []VXLANFDBEntry {
 	out := make([]VXLANFDBEntry, 0, len(v.fdb))
 	for m, a := range v.fdb {
-		out = append(out, VXLANFDBEntry{MAC: m, Dst: netip.AddrFrom4(a)})
+		out = append(out, VXLANFDBEntry{MAC: macFromKey(m), Dst: netip.AddrFrom4(a)})
 	}
 	slices.SortFunc(out, func(a, b VXLANFDBEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
 	return out
@@ -148,7 +148,7 @@ func (v *VXLAN) srcPort(inner []byte) uint16 {
 // POSTROUTING, ARP on the underlay).
 func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	ns := v.dev.ns
-	dst, ok := v.fdb[p.DstMAC()]
+	dst, ok := v.fdb[p.DstMAC().key()]
 	if !ok {
 		v.dev.drop(w, p, "vxlan", ReasonNoVXLANDestination, "no fdb entry for "+p.DstMAC().String())
 		return
@@ -221,7 +221,7 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 	}
 	outer := EthHdrLen + ip.HeaderLength()
 	if v.Learning {
-		v.fdb[MAC(l4[16+6:16+12])] = [4]byte(ip[12:16])
+		v.fdb[MAC(l4[16+6:16+12]).key()] = [4]byte(ip[12:16])
 	}
 	p.TrimFront(int(outer) + 16)
 	p.Mark = 0

@@ -430,3 +430,16 @@ func proto253(frames [][]byte) [][]byte {
 	}
 	return out
 }
+
+func TestSendRejectsWhatNoSocketCouldSend(t *testing.T) {
+	tp := newTopo(t)
+	bad := udp(ipA, ipB, 1, 9, 64, []byte("x"))
+	bad[len(bad)-1] ^= 0xff
+	_, err := tp.a.Send(bad)
+	var fe *FrameError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "udp", fe.Layer)
+	_, err = tp.a.Send([]byte{0x45, 0, 0, 10})
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "ipv4", fe.Layer)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/kubewalk/kubewalk/sim/cni"
 	"github.com/kubewalk/kubewalk/sim/flannel"
 	"github.com/kubewalk/kubewalk/sim/ipam"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/kubewalk/kubewalk/sim/nodeipam"
 )
 
@@ -68,6 +69,7 @@ type Cluster struct {
 
 	nodes     []*Node
 	pods      []*Pod
+	services  []*Service
 	externals []*Host
 	segments  []*datapath.Segment
 	cidrs     *nodeipam.CIDRSet
@@ -168,6 +170,8 @@ type Node struct {
 	Annotations map[string]string
 	// Conditions such as NetworkUnavailable; Ready when none is set.
 	NetworkUnavailable bool
+	// ProxyRules are the rules kube-proxy generated at its last sync.
+	ProxyRules *kubeproxy.Rules
 
 	cluster *Cluster
 	pods    []*Pod
@@ -410,6 +414,11 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 	}
 	c.pods = append(c.pods, p)
 	n.pods = append(n.pods, p)
+	if len(c.services) > 0 {
+		if err := c.Sync(); err != nil {
+			return nil, &ConfigError{Object: obj, Msg: err.Error()}
+		}
+	}
 	return p, nil
 }
 
@@ -438,6 +447,9 @@ func (c *Cluster) DeletePod(namespace, name string) error {
 	c.teardown(p)
 	c.pods = slices.DeleteFunc(c.pods, func(x *Pod) bool { return x == p })
 	p.Node.pods = slices.DeleteFunc(p.Node.pods, func(x *Pod) bool { return x == p })
+	if len(c.services) > 0 {
+		return c.Sync()
+	}
 	return nil
 }
 
