@@ -1,0 +1,508 @@
+// Package netfilter models iptables (the x_tables IPv4 engine) on a
+// datapath.Netns: the raw, mangle, nat and filter tables with their
+// built-in chains registered on the netfilter hooks at the kernel's
+// priorities, user chains, policies, the matches and targets kube-proxy and
+// the CNI plugins use, per-rule counters, and iptables-save /
+// iptables-restore text that round-trips the way the real tools print it.
+//
+// Rules are parsed once into a compiled form (addresses as masked uint32,
+// matches as small structs); evaluating them does not parse, format or
+// allocate unless the packet is traced. Rules run in order, like the
+// kernel's ipt_do_table, and every rule evaluation is counted so that a
+// benchmark can report rules per packet.
+package netfilter
+
+import (
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/conntrack"
+	"github.com/kubewalk/kubewalk/datapath/trace"
+)
+
+// Table names.
+const (
+	Raw    = "raw"
+	Mangle = "mangle"
+	NAT    = "nat"
+	Filter = "filter"
+)
+
+// tableDefs lists each table's built-in chains (by hook) and the priority
+// its hooks are registered at (iptable_raw, iptable_mangle, iptable_nat,
+// iptable_filter).
+var tableDefs = []struct {
+	name  string
+	hooks []datapath.Hook
+}{
+	{Raw, []datapath.Hook{datapath.Prerouting, datapath.Output}},
+	{Mangle, []datapath.Hook{datapath.Prerouting, datapath.Input, datapath.Forward, datapath.Output, datapath.Postrouting}},
+	{NAT, []datapath.Hook{datapath.Prerouting, datapath.Input, datapath.Output, datapath.Postrouting}},
+	{Filter, []datapath.Hook{datapath.Input, datapath.Forward, datapath.Output}},
+}
+
+func hookPriority(table string, h datapath.Hook) int {
+	switch table {
+	case Raw:
+		return datapath.PriorityRaw
+	case Mangle:
+		return datapath.PriorityMangle
+	case NAT:
+		if h == datapath.Prerouting || h == datapath.Output {
+			return datapath.PriorityNATDst
+		}
+		return datapath.PriorityNATSrc
+	}
+	return datapath.PriorityFilter
+}
+
+// Verdict is a chain policy.
+type Verdict uint8
+
+// Policies a built-in chain can have.
+const (
+	Accept Verdict = iota
+	DropPolicy
+)
+
+func (v Verdict) String() string {
+	if v == DropPolicy {
+		return "DROP"
+	}
+	return "ACCEPT"
+}
+
+// Chain is a built-in or user-defined chain. Built-in chains have a policy
+// and policy counters (how many packets fell off the end).
+type Chain struct {
+	Name    string
+	Builtin bool
+	Hook    datapath.Hook // for built-in chains
+	Policy  Verdict
+	// Packets and Bytes count packets that took the policy.
+	Packets, Bytes uint64
+	rules          []*Rule
+}
+
+// Rules returns the chain's rules in order. The slice must not be modified.
+func (c *Chain) Rules() []*Rule { return c.rules }
+
+// Table is one iptables table in a namespace.
+type Table struct {
+	Name     string
+	chains   map[string]*Chain
+	builtins [5]*Chain // by hook
+	loaded   bool
+	nf       *Netfilter
+}
+
+// Chain returns the chain named name, or nil.
+func (t *Table) Chain(name string) *Chain { return t.chains[name] }
+
+// Chains returns the chains in iptables-save order: built-in chains in hook
+// order, then user chains sorted by name (libiptc keeps them sorted).
+func (t *Table) Chains() []*Chain { return sortedChains(t.chains) }
+
+// Netfilter is the iptables state of one network namespace.
+type Netfilter struct {
+	ns     *datapath.Netns
+	ct     *conntrack.Table
+	tables map[string]*Table
+	order  []string // tables in the order they were first loaded
+	recent map[string]*recentTable
+	// Evaluations counts rules evaluated (matched or not) over all packets:
+	// divide by packets for rules/packet.
+	Evaluations uint64
+	ctx         evalCtx
+}
+
+// Install creates the four tables on ns and registers their hooks at the
+// kernel priorities (raw -300, mangle -150, nat -100 at PREROUTING and
+// OUTPUT and +100 at INPUT and POSTROUTING, filter 0). NAT needs
+// connection tracking: if ct is nil, Install installs a conntrack table
+// with the default configuration first (as loading iptable_nat loads
+// nf_conntrack). Do not pass nil if conntrack is already installed on ns.
+func Install(ns *datapath.Netns, ct *conntrack.Table) *Netfilter {
+	if ct == nil {
+		ct = conntrack.Install(ns, conntrack.Config{})
+	}
+	nf := &Netfilter{ns: ns, ct: ct, tables: map[string]*Table{}, recent: map[string]*recentTable{}}
+	for _, d := range tableDefs {
+		t := &Table{Name: d.name, chains: map[string]*Chain{}, nf: nf}
+		for _, h := range d.hooks {
+			c := &Chain{Name: h.String(), Builtin: true, Hook: h}
+			t.chains[c.Name] = c
+			t.builtins[h] = c
+			var s datapath.Stage
+			if d.name == NAT {
+				m := conntrack.ManipDst
+				if h == datapath.Input || h == datapath.Postrouting {
+					m = conntrack.ManipSrc
+				}
+				s = &natStage{nf: nf, t: t, hook: h, manip: m}
+			} else {
+				s = &hookStage{nf: nf, t: t, hook: h}
+			}
+			ns.AddHookStage(h, "iptables/"+d.name, hookPriority(d.name, h), s)
+		}
+		nf.tables[d.name] = t
+	}
+	return nf
+}
+
+// Netns returns the namespace.
+func (nf *Netfilter) Netns() *datapath.Netns { return nf.ns }
+
+// Conntrack returns the connection tracking table NAT uses.
+func (nf *Netfilter) Conntrack() *conntrack.Table { return nf.ct }
+
+// Table returns the table named name (raw, mangle, nat, filter) or nil.
+func (nf *Netfilter) Table(name string) *Table { return nf.tables[name] }
+
+// verdict of a chain traversal.
+type verdict uint8
+
+const (
+	vContinue verdict = iota // fell off the end or RETURN
+	vAccept
+	vDrop
+	vReject
+)
+
+// evalCtx is what matches look at: the packet's headers parsed once per
+// table traversal. It lives in the Netfilter so that passing it to match
+// methods allocates nothing.
+type evalCtx struct {
+	w        *datapath.Walk
+	p        *datapath.Packet
+	t        *Table
+	hook     datapath.Hook
+	src, dst uint32
+	proto    uint8
+	frag     bool
+	l4ok     bool // ports (or ICMP type) valid
+	sport    uint16
+	dport    uint16
+	tcpFlags uint8
+	icmpType uint8
+	icmpCode uint8
+	in, out  *datapath.Device
+	ct       *conntrack.Entry
+	ctinfo   conntrack.CTInfo
+	plen     uint64
+	nat      conntrack.Manip
+	// set by the terminal rule
+	rule *Rule
+}
+
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func (c *evalCtx) init(nf *Netfilter, w *datapath.Walk, p *datapath.Packet, t *Table, h datapath.Hook) bool {
+	*c = evalCtx{w: w, p: p, t: t, hook: h}
+	if p.Len() < datapath.EthHdrLen+20 || p.EtherType() != 0x0800 {
+		return false
+	}
+	ip := p.IPv4()
+	ihl := int(ip[0]&0xf) * 4
+	tot := int(ip[2])<<8 | int(ip[3])
+	if ihl < 20 || ihl > len(ip) {
+		return false
+	}
+	if tot > len(ip) || tot < ihl {
+		tot = len(ip)
+	}
+	c.src, c.dst = be32(ip[12:16]), be32(ip[16:20])
+	c.proto = ip[9]
+	c.plen = uint64(tot)
+	c.frag = (uint16(ip[6])<<8|uint16(ip[7]))&0x1fff != 0
+	l4 := ip[ihl:tot]
+	if !c.frag {
+		switch c.proto {
+		case datapath.ProtoTCP:
+			if len(l4) >= 20 {
+				c.sport, c.dport = uint16(l4[0])<<8|uint16(l4[1]), uint16(l4[2])<<8|uint16(l4[3])
+				c.tcpFlags = l4[13]
+				c.l4ok = true
+			}
+		case datapath.ProtoUDP:
+			if len(l4) >= 8 {
+				c.sport, c.dport = uint16(l4[0])<<8|uint16(l4[1]), uint16(l4[2])<<8|uint16(l4[3])
+				c.l4ok = true
+			}
+		case datapath.ProtoICMP:
+			if len(l4) >= 4 {
+				c.icmpType, c.icmpCode = l4[0], l4[1]
+				c.l4ok = true
+			}
+		}
+	}
+	switch h {
+	case datapath.Prerouting, datapath.Input:
+		c.in = p.InDev
+	case datapath.Forward:
+		c.in, c.out = p.InDev, p.OutDev
+	case datapath.Output, datapath.Postrouting:
+		c.out = p.OutDev
+		if h == datapath.Postrouting && !p.Local {
+			c.in = p.InDev
+		}
+	}
+	c.ct, c.ctinfo = nf.ct.Get(p)
+	return true
+}
+
+// runTable is ipt_do_table for one hook: it runs the built-in chain and
+// applies the policy when the packet falls off its end.
+func (nf *Netfilter) runTable(c *evalCtx) verdict {
+	ch := c.t.builtins[c.hook]
+	v := nf.runChain(c, ch, 0)
+	if v == vContinue {
+		ch.Packets++
+		ch.Bytes += c.plen
+		if ch.Policy == DropPolicy {
+			c.rule = nil
+			return vDrop
+		}
+		return vAccept
+	}
+	return v
+}
+
+const maxDepth = 64
+
+func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
+	if depth > maxDepth {
+		return vDrop // cannot happen: loops are refused at load time
+	}
+	for _, r := range ch.rules {
+		nf.Evaluations++
+		if !r.matches(c) {
+			continue
+		}
+		r.Packets++
+		r.Bytes += c.plen
+		if c.p.Trace != nil {
+			nf.observe(c, c.t.Name+"/"+ch.Name, trace.Matched, r.text)
+		}
+		tg := &r.target
+		switch tg.kind {
+		case tAccept:
+			return vAccept
+		case tDrop:
+			c.rule = r
+			return vDrop
+		case tReject:
+			c.rule = r
+			return vReject
+		case tReturn:
+			return vContinue
+		case tJump:
+			if v := nf.runChain(c, tg.chain, depth+1); v != vContinue {
+				return v
+			}
+		case tGoto:
+			return nf.runChain(c, tg.chain, depth+1)
+		case tMark:
+			c.p.Mark = (c.p.Mark &^ tg.mask) ^ tg.mark
+		case tLog:
+			if c.p.Trace != nil {
+				nf.observe(c, c.t.Name+"/"+ch.Name, trace.Note, "LOG "+tg.logPrefix)
+			}
+		case tDNAT, tSNAT:
+			if c.ct != nil {
+				c.ct.SetupNAT(c.w, tg.nat, c.nat)
+			}
+			return vAccept
+		case tMasquerade:
+			if !nf.masquerade(c, tg) {
+				c.rule = r
+				return vDrop
+			}
+			return vAccept
+		}
+	}
+	return vContinue
+}
+
+// masquerade is nf_nat_masquerade_ipv4: SNAT to the address the out device
+// would use toward the next hop (inet_select_addr), with the rule's port
+// range and flags. It fails, dropping the packet, if the device has no
+// address.
+func (nf *Netfilter) masquerade(c *evalCtx, tg *target) bool {
+	if c.ct == nil {
+		return true
+	}
+	out := c.p.OutDev
+	if out == nil {
+		return false
+	}
+	nh := be32(c.p.NextHop[:])
+	var first [4]byte
+	found, have := false, false
+	var src [4]byte
+	for _, a := range nf.ns.Addrs() {
+		if a.Dev != out || !a.Prefix.Addr().Is4() {
+			continue
+		}
+		a4 := a.Prefix.Addr().As4()
+		if !have {
+			first, have = a4, true
+		}
+		bits := a.Prefix.Bits()
+		mask := uint32(0)
+		if bits > 0 {
+			mask = ^uint32(0) << (32 - bits)
+		}
+		if be32(a4[:])&mask == nh&mask {
+			src, found = a4, true
+			break
+		}
+	}
+	if !found {
+		if !have {
+			return false
+		}
+		src = first
+	}
+	r := tg.nat
+	r.Flags |= conntrack.MapIPs
+	r.MinIP, r.MaxIP = src, src
+	c.ct.SetupNAT(c.w, r, conntrack.ManipSrc)
+	return true
+}
+
+func (nf *Netfilter) observe(c *evalCtx, stage string, a trace.Action, detail string) {
+	o := trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: stage, Action: a,
+		Summary: datapath.Summarize(c.p.Frame()), Detail: detail}
+	if c.in != nil {
+		o.Device = c.in.Name
+	} else if c.out != nil {
+		o.Device = c.out.Name
+	}
+	c.w.Observe(c.p, o)
+}
+
+// finish turns a table verdict into a stage verdict: DROP and REJECT
+// record the rule (or policy) as the drop detail, REJECT answers first.
+func (nf *Netfilter) finish(c *evalCtx, v verdict) datapath.Verdict {
+	switch v {
+	case vDrop, vReject:
+	default:
+		return datapath.VerdictContinue
+	}
+	w, p, r, t, hook := c.w, c.p, c.rule, c.t, c.hook
+	reason := datapath.ReasonNetfilterDrop
+	if v == vReject {
+		reason = datapath.ReasonNetfilterReject
+		// The answer goes out through OUTPUT, re-entering netfilter; the
+		// context is not used after this point.
+		if r.target.tcpReset {
+			nf.ns.SendTCPReset(w, p)
+		} else {
+			nf.ns.SendICMPError(w, p, 3, r.target.rejectCode)
+		}
+	}
+	if p.Trace == nil {
+		return datapath.DropVerdict(reason)
+	}
+	stage, detail := t.Name+"/"+t.builtins[hook].Name, "policy DROP"
+	if r != nil {
+		stage, detail = t.Name+"/"+r.chain.Name, r.text
+	}
+	o := trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: stage, Action: trace.Dropped,
+		Summary: datapath.Summarize(p.Frame()), Detail: detail, Reason: reason.String()}
+	w.Observe(p, o)
+	p.Release()
+	return datapath.VerdictStolen
+}
+
+// hookStage runs a table (raw, mangle, filter) at one hook.
+type hookStage struct {
+	nf   *Netfilter
+	t    *Table
+	hook datapath.Hook
+}
+
+var _ datapath.Stage = (*hookStage)(nil)
+
+// Process runs the table's built-in chain for the hook.
+func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict {
+	if len(s.t.builtins[s.hook].rules) == 0 && s.t.builtins[s.hook].Policy == Accept {
+		s.t.builtins[s.hook].Packets++
+		s.t.builtins[s.hook].Bytes += uint64(p.Len() - datapath.EthHdrLen)
+		return datapath.VerdictContinue
+	}
+	c := &s.nf.ctx
+	if !c.init(s.nf, w, p, s.t, s.hook) {
+		return datapath.VerdictContinue
+	}
+	return s.nf.finish(c, s.nf.runTable(c))
+}
+
+// natStage is iptable_nat's hook (nf_nat_ipv4_fn): RELATED ICMP errors are
+// translated; the first packet of a connection (ctstate NEW) traverses the
+// nat table once per manipulation type, and a null binding is set up if no
+// rule set one; then the connection's bindings are applied to the packet.
+type natStage struct {
+	nf    *Netfilter
+	t     *Table
+	hook  datapath.Hook
+	manip conntrack.Manip
+}
+
+var _ datapath.Stage = (*natStage)(nil)
+
+// Process applies NAT to p.
+func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict {
+	nf := s.nf
+	e, info := nf.ct.Get(p)
+	if e == nil {
+		return datapath.VerdictContinue
+	}
+	var before string
+	if p.Trace != nil {
+		before = flowOf(p)
+	}
+	switch info {
+	case conntrack.Related, conntrack.RelatedReply:
+		if p.IPv4().Protocol() == datapath.ProtoICMP {
+			if e.TranslateICMPError(p, info, s.manip) && p.Trace != nil {
+				nf.rewritten(w, p, s, "ICMP error translated ("+s.manip.String()+")", before)
+			}
+			return datapath.VerdictContinue
+		}
+		fallthrough
+	case conntrack.New:
+		if !e.NATDone(s.manip) {
+			c := &nf.ctx
+			if c.init(nf, w, p, s.t, s.hook) {
+				c.nat = s.manip
+				if v := nf.runTable(c); v == vDrop || v == vReject {
+					return nf.finish(c, v)
+				}
+			}
+			if !e.NATDone(s.manip) {
+				e.NullBinding(w, s.manip)
+			}
+		}
+	}
+	if e.ManipPacket(p, info, s.manip) && p.Trace != nil {
+		what := s.manip.String()
+		if info.Reply() {
+			what = "un-" + conntrack.Manip(1-s.manip).String()
+		}
+		nf.rewritten(w, p, s, what, before)
+	}
+	return datapath.VerdictContinue
+}
+
+func flowOf(p *datapath.Packet) string {
+	t, _ := conntrack.TupleOf(p)
+	return t.Flow()
+}
+
+func (nf *Netfilter) rewritten(w *datapath.Walk, p *datapath.Packet, s *natStage, what, before string) {
+	w.Observe(p, trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: "nat/" + s.hook.String(),
+		Action: trace.Rewritten, Summary: datapath.Summarize(p.Frame()), Detail: what,
+		Before: before, After: flowOf(p)})
+}

@@ -1,0 +1,571 @@
+package netfilter
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/kubewalk/kubewalk/datapath"
+)
+
+// ParseError is an iptables-restore failure: the 1-based line of the input
+// (0 for a command given to Exec), its text, and what is wrong with it.
+// When Restore returns one, nothing was changed.
+type ParseError struct {
+	Line int
+	Text string
+	Msg  string
+}
+
+func (e *ParseError) Error() string {
+	if e.Line == 0 {
+		return "iptables: " + e.Msg + ": " + e.Text
+	}
+	return "iptables-restore: line " + strconv.Itoa(e.Line) + " failed: " + e.Msg + ": " + e.Text
+}
+
+// RestoreOptions are iptables-restore's flags.
+type RestoreOptions struct {
+	// Noflush (--noflush) keeps the rules and chains of the tables that are
+	// not mentioned; a declared chain (":NAME - [0:0]") that exists is
+	// flushed, and built-in chains are left alone. Without it, each table
+	// in the input is flushed and its user chains deleted first.
+	Noflush bool
+	// Counters (-c) sets rule and policy counters from the input.
+	Counters bool
+}
+
+// staged is a table being rebuilt by a restore: the chains it will have
+// and their rules. Live chains are not touched until commit.
+type staged struct {
+	t        *Table
+	chains   map[string]*Chain
+	rules    map[*Chain][]*Rule
+	policy   map[*Chain]Verdict
+	pcount   map[*Chain][2]uint64
+	refs     map[*Chain]int
+	opts     RestoreOptions
+	declared map[string]bool
+}
+
+func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
+	st := &staged{t: t, chains: map[string]*Chain{}, rules: map[*Chain][]*Rule{}, policy: map[*Chain]Verdict{},
+		pcount: map[*Chain][2]uint64{}, refs: map[*Chain]int{}, opts: opts, declared: map[string]bool{}}
+	for n, c := range t.chains {
+		if !opts.Noflush && !c.Builtin {
+			continue
+		}
+		st.chains[n] = c
+		st.policy[c] = c.Policy
+		if opts.Noflush {
+			st.rules[c] = c.rules
+			for _, r := range c.rules {
+				if r.target.chain != nil {
+					st.refs[r.target.chain]++
+				}
+			}
+		}
+	}
+	return st
+}
+
+func (st *staged) setRules(c *Chain, rs []*Rule) {
+	for _, r := range st.rules[c] {
+		if r.target.chain != nil {
+			st.refs[r.target.chain]--
+		}
+	}
+	for _, r := range rs {
+		if r.target.chain != nil {
+			st.refs[r.target.chain]++
+		}
+	}
+	st.rules[c] = rs
+}
+
+func (st *staged) chain(name string) (*Chain, error) {
+	c := st.chains[name]
+	if c == nil {
+		return nil, errorf("chain `%s' does not exist (No chain/target/match by that name)", name)
+	}
+	return c, nil
+}
+
+func (st *staged) newChain(name string) error {
+	if err := validChainName(name); err != nil {
+		return err
+	}
+	if st.chains[name] != nil {
+		return errorf("chain `%s' already exists", name)
+	}
+	c := &Chain{Name: name}
+	st.chains[name] = c
+	st.rules[c] = nil
+	return nil
+}
+
+func (st *staged) parseRule(nf *Netfilter, c *Chain, words []string) (*Rule, error) {
+	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains}
+	r, counters, err := rp.parse(words)
+	if err != nil {
+		return nil, err
+	}
+	if st.opts.Counters && counters != nil {
+		r.Packets, r.Bytes = counters[0], counters[1]
+	}
+	return r, nil
+}
+
+func parseVerdict(s string) (Verdict, bool) {
+	switch s {
+	case "ACCEPT":
+		return Accept, true
+	case "DROP":
+		return DropPolicy, true
+	}
+	return 0, false
+}
+
+// command applies one restore line (already split into words) to st.
+func (nf *Netfilter) command(st *staged, words []string, line int) error {
+	var pc []uint64
+	if strings.HasPrefix(words[0], "[") {
+		// "[packets:bytes] -A ...": counters of iptables-save -c.
+		p, b, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(words[0], "["), "]"), ":")
+		pv, ok1 := parseUint(p, 64)
+		bv, ok2 := parseUint(b, 64)
+		if !ok || !ok1 || !ok2 || !strings.HasSuffix(words[0], "]") {
+			return errorf("Bad line: need ]")
+		}
+		pc = []uint64{pv, bv}
+		words = words[1:]
+		if len(words) == 0 {
+			return errorf("no command after counters")
+		}
+	}
+	cmd := words[0]
+	rest := words[1:]
+	need := func() (*Chain, error) {
+		if len(rest) == 0 {
+			return nil, errorf("option \"%s\" requires an argument", cmd)
+		}
+		return st.chain(rest[0])
+	}
+	switch cmd {
+	case "-A", "--append", "-I", "--insert":
+		c, err := need()
+		if err != nil {
+			return err
+		}
+		spec := rest[1:]
+		pos := -1
+		if cmd == "-I" || cmd == "--insert" {
+			pos = 0
+			if len(spec) > 0 {
+				if n, err := strconv.Atoi(spec[0]); err == nil {
+					if n < 1 || n > len(st.rules[c])+1 {
+						return errorf("Index of insertion too big")
+					}
+					pos = n - 1
+					spec = spec[1:]
+				}
+			}
+		}
+		if pc != nil {
+			spec = append(append([]string{}, spec...), "-c", strconv.FormatUint(pc[0], 10), strconv.FormatUint(pc[1], 10))
+		}
+		r, err := st.parseRule(nf, c, spec)
+		if err != nil {
+			return err
+		}
+		r.line = line
+		old := st.rules[c]
+		rs := make([]*Rule, 0, len(old)+1)
+		if pos < 0 {
+			rs = append(append(rs, old...), r)
+		} else {
+			rs = append(append(append(rs, old[:pos]...), r), old[pos:]...)
+		}
+		st.setRules(c, rs)
+	case "-D", "--delete":
+		c, err := need()
+		if err != nil {
+			return err
+		}
+		old := st.rules[c]
+		idx := -1
+		if len(rest) == 2 {
+			if n, err := strconv.Atoi(rest[1]); err == nil {
+				if n < 1 || n > len(old) {
+					return errorf("Index of deletion too big")
+				}
+				idx = n - 1
+			}
+		}
+		if idx < 0 {
+			r, err := st.parseRule(nf, c, rest[1:])
+			if err != nil {
+				return err
+			}
+			for i, o := range old {
+				if o.text == r.text {
+					idx = i
+					break
+				}
+			}
+			if idx < 0 {
+				return errorf("Bad rule (does a matching rule exist in that chain?)")
+			}
+		}
+		rs := append(append([]*Rule{}, old[:idx]...), old[idx+1:]...)
+		st.setRules(c, rs)
+	case "-N", "--new-chain":
+		if len(rest) != 1 {
+			return errorf("-N requires one chain name")
+		}
+		return st.newChain(rest[0])
+	case "-F", "--flush":
+		if len(rest) == 0 {
+			for _, c := range st.chains {
+				st.setRules(c, nil)
+			}
+			return nil
+		}
+		c, err := need()
+		if err != nil {
+			return err
+		}
+		st.setRules(c, nil)
+	case "-X", "--delete-chain":
+		var del []*Chain
+		if len(rest) == 0 {
+			for _, c := range sortedChains(st.chains) {
+				if !c.Builtin {
+					del = append(del, c)
+				}
+			}
+		} else {
+			c, err := need()
+			if err != nil {
+				return err
+			}
+			if c.Builtin {
+				return errorf("Can't delete built-in chain `%s'", c.Name)
+			}
+			del = append(del, c)
+		}
+		for _, c := range del {
+			if len(st.rules[c]) > 0 {
+				return errorf("chain `%s' is not empty (Directory not empty)", c.Name)
+			}
+		}
+		for _, c := range del {
+			if st.refs[c] > 0 {
+				return errorf("chain `%s' is referenced by a rule (Too many links)", c.Name)
+			}
+			delete(st.chains, c.Name)
+			delete(st.rules, c)
+		}
+	case "-P", "--policy":
+		c, err := need()
+		if err != nil {
+			return err
+		}
+		if len(rest) != 2 {
+			return errorf("-P requires a chain and a policy")
+		}
+		v, ok := parseVerdict(rest[1])
+		if !ok || !c.Builtin {
+			return errorf("Bad built-in chain name or policy `%s'", rest[1])
+		}
+		st.policy[c] = v
+	case "-Z", "--zero":
+		// Counters are zeroed at commit time only for the named chains; the
+		// model zeroes them immediately, which is not observable during a
+		// restore.
+		return errorf("-Z is not supported in restore input")
+	default:
+		return errorf("unknown command `%s'", cmd)
+	}
+	return nil
+}
+
+// declare handles ":NAME POLICY [packets:bytes]".
+func (nf *Netfilter) declare(st *staged, words []string) error {
+	name := strings.TrimPrefix(words[0], ":")
+	if len(words) < 2 {
+		return errorf("Bad chain declaration, need name and policy")
+	}
+	policy := words[1]
+	var cnt []uint64
+	if len(words) >= 3 {
+		s := words[2]
+		if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") {
+			return errorf("invalid counters `%s'", s)
+		}
+		p, b, ok := strings.Cut(s[1:len(s)-1], ":")
+		pv, ok1 := parseUint(p, 64)
+		bv, ok2 := parseUint(b, 64)
+		if !ok || !ok1 || !ok2 {
+			return errorf("invalid counters `%s'", s)
+		}
+		cnt = []uint64{pv, bv}
+	}
+	if len(words) > 3 {
+		return errorf("Bad chain declaration: trailing words")
+	}
+	c := st.chains[name]
+	builtin := c != nil && c.Builtin
+	if !builtin {
+		if st.t.builtinByName(name) {
+			// a built-in chain of this table is always present
+			return errorf("Bad built-in chain name `%s'", name)
+		}
+		switch {
+		case c != nil && st.opts.Noflush:
+			st.setRules(c, nil) // --noflush: an existing chain is flushed
+		case c != nil:
+			return errorf("error creating chain '%s':File exists", name)
+		default:
+			if err := st.newChain(name); err != nil {
+				return err
+			}
+		}
+		if policy != "-" {
+			return errorf("Can't set policy `%s' on `%s': Bad built-in chain name", policy, name)
+		}
+	} else if policy != "-" {
+		v, ok := parseVerdict(policy)
+		if !ok {
+			return errorf("Can't set policy `%s' on `%s': Bad policy name", policy, name)
+		}
+		st.policy[c] = v
+		if st.opts.Counters && cnt != nil {
+			st.pcount[c] = [2]uint64{cnt[0], cnt[1]}
+		}
+	}
+	st.declared[name] = true
+	return nil
+}
+
+func (t *Table) builtinByName(name string) bool {
+	for _, d := range tableDefs {
+		if d.name != t.Name {
+			continue
+		}
+		for _, h := range d.hooks {
+			if h.String() == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var hookOK = map[targetKind]struct {
+	mask  uint8
+	hooks string
+}{
+	tDNAT:       {1<<datapath.Prerouting | 1<<datapath.Output, "PREROUTING/OUTPUT"},
+	tSNAT:       {1<<datapath.Postrouting | 1<<datapath.Input, "INPUT/POSTROUTING"},
+	tMasquerade: {1 << datapath.Postrouting, "POSTROUTING"},
+	tReject:     {1<<datapath.Input | 1<<datapath.Forward | 1<<datapath.Output, "INPUT/FORWARD/OUTPUT"},
+}
+
+func hookNames(m uint8) string {
+	var s []string
+	for h := datapath.Prerouting; h <= datapath.Postrouting; h++ {
+		if m&(1<<h) != 0 {
+			s = append(s, h.String())
+		}
+	}
+	return strings.Join(s, "/")
+}
+
+// validate is what the kernel checks when a table is replaced
+// (translate_table): no loops among chains, and every target used only
+// from hooks it supports. It computes each chain's hook mask.
+func (st *staged) validate() (*Rule, error) {
+	masks := map[*Chain]uint8{}
+	for h := datapath.Prerouting; h <= datapath.Postrouting; h++ {
+		b := st.t.builtins[h]
+		if b == nil {
+			continue
+		}
+		state := map[*Chain]uint8{} // 1 visiting, 2 done
+		var visit func(c *Chain) (*Rule, error)
+		visit = func(c *Chain) (*Rule, error) {
+			state[c] = 1
+			masks[c] |= 1 << h
+			for _, r := range st.rules[c] {
+				tc := r.target.chain
+				if tc == nil {
+					continue
+				}
+				switch state[tc] {
+				case 1:
+					return r, errorf("loop detected: chain `%s' jumps back to `%s' (Too many levels of symbolic links)", c.Name, tc.Name)
+				case 0:
+					if rr, err := visit(tc); err != nil {
+						return rr, err
+					}
+				}
+			}
+			state[c] = 2
+			return nil, nil
+		}
+		if r, err := visit(b); err != nil {
+			return r, err
+		}
+	}
+	for _, c := range st.chains {
+		for _, r := range st.rules[c] {
+			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+				return r, errorf("%s target: used from hooks %s, but only usable from %s", r.target.name, hookNames(masks[c]), ok.hooks)
+			}
+		}
+	}
+	return nil, nil
+}
+
+func (nf *Netfilter) commit(st *staged) {
+	t := st.t
+	t.chains = st.chains
+	for _, c := range st.chains {
+		c.rules = st.rules[c]
+		c.Policy = st.policy[c]
+		if pc, ok := st.pcount[c]; ok {
+			c.Packets, c.Bytes = pc[0], pc[1]
+		}
+		for _, r := range c.rules {
+			r.chain = c
+		}
+	}
+	if !t.loaded {
+		t.loaded = true
+		nf.order = append(nf.order, t.Name)
+	}
+}
+
+// Restore loads iptables-save formatted input, as iptables-restore does:
+// "*table" starts a table, ":CHAIN POLICY [p:b]" declares a chain, lines
+// starting with "-" are iptables commands (-A, -I, -D, -N, -X, -F, -P) and
+// "COMMIT" ends the table. Blank lines and "#" comments are ignored.
+// Everything is parsed and checked before anything changes: on any error
+// (a *ParseError naming the line) no table is modified.
+func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
+	var done []*staged
+	var cur *staged
+	curLine, curText := 0, ""
+	lines := strings.Split(input, "\n")
+	for i, raw := range lines {
+		ln := i + 1
+		text := strings.TrimRight(raw, "\r")
+		trim := strings.TrimSpace(text)
+		if trim == "" || trim[0] == '#' {
+			continue
+		}
+		fail := func(err error) error { return &ParseError{Line: ln, Text: text, Msg: err.Error()} }
+		switch {
+		case trim[0] == '*':
+			if cur != nil {
+				return fail(errorf("table `%s' not committed before `%s'", cur.t.Name, trim))
+			}
+			t := nf.tables[strings.TrimSpace(trim[1:])]
+			if t == nil {
+				return fail(errorf("can't initialize iptables table `%s': Table does not exist", trim[1:]))
+			}
+			for _, d := range done {
+				if d.t == t {
+					return fail(errorf("table `%s' appears twice", t.Name))
+				}
+			}
+			cur, curLine, curText = nf.stage(t, opts), ln, text
+		case trim == "COMMIT":
+			if cur == nil {
+				return fail(errorf("COMMIT outside of a table"))
+			}
+			if r, err := cur.validate(); err != nil {
+				if r != nil && r.line > 0 {
+					return &ParseError{Line: r.line, Text: strings.TrimRight(lines[r.line-1], "\r"), Msg: err.Error()}
+				}
+				return fail(err)
+			}
+			done = append(done, cur)
+			cur = nil
+		case cur == nil:
+			return fail(errorf("no table specified (missing *table line)"))
+		case trim[0] == ':':
+			words, err := splitLine(trim)
+			if err != nil {
+				return fail(err)
+			}
+			if err := nf.declare(cur, words); err != nil {
+				return fail(err)
+			}
+		default:
+			words, err := splitLine(trim)
+			if err != nil {
+				return fail(err)
+			}
+			if err := nf.command(cur, words, ln); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if cur != nil {
+		return &ParseError{Line: curLine, Text: curText, Msg: "COMMIT expected at end of input"}
+	}
+	for _, st := range done {
+		nf.commit(st)
+	}
+	return nil
+}
+
+// Exec runs one iptables command on a table, e.g.
+// Exec("nat", "-A", "POSTROUTING", "-s", "10.244.0.0/16", "-j", "MASQUERADE"),
+// with the same checks as Restore (the table is otherwise unchanged, as
+// with --noflush). It is how components that call iptables directly
+// (ensureRule in kube-proxy, the CNI plugins) change rules.
+func (nf *Netfilter) Exec(table string, args ...string) error {
+	t := nf.tables[table]
+	text := "-t " + table + " " + strings.Join(args, " ")
+	if t == nil {
+		return &ParseError{Text: text, Msg: "can't initialize iptables table `" + table + "': Table does not exist"}
+	}
+	if len(args) == 0 {
+		return &ParseError{Text: text, Msg: "no command specified"}
+	}
+	st := nf.stage(t, RestoreOptions{Noflush: true})
+	if err := nf.command(st, args, 0); err != nil {
+		return &ParseError{Text: text, Msg: err.Error()}
+	}
+	if _, err := st.validate(); err != nil {
+		return &ParseError{Text: text, Msg: err.Error()}
+	}
+	nf.commit(st)
+	return nil
+}
+
+// Check reports whether chain in table holds a rule equal to the rule
+// specification args (iptables -C), comparing the saved form.
+func (nf *Netfilter) Check(table, chain string, args ...string) (bool, error) {
+	t := nf.tables[table]
+	if t == nil {
+		return false, &ParseError{Text: table, Msg: "Table does not exist"}
+	}
+	st := nf.stage(t, RestoreOptions{Noflush: true})
+	c, err := st.chain(chain)
+	if err != nil {
+		return false, &ParseError{Text: chain, Msg: err.Error()}
+	}
+	r, err := st.parseRule(nf, c, args)
+	if err != nil {
+		return false, &ParseError{Text: strings.Join(args, " "), Msg: err.Error()}
+	}
+	for _, o := range c.rules {
+		if o.text == r.text {
+			return true, nil
+		}
+	}
+	return false, nil
+}
