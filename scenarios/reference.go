@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 )
 
 // Reference is the three-node kubeadm + flannel cluster of the teaching
@@ -21,7 +22,13 @@ type Reference struct {
 	Web1, Web2 *sim.Pod
 	// Outside is a machine on the node network, 192.168.122.100.
 	Outside *sim.Host
+	// Web is the Service net/web: NodePort 30080, ClusterIP 10.111.80.136,
+	// port 80 to the app=web pods (one endpoint per worker).
+	Web *sim.Service
 }
+
+// WebNodePort is net/web's NodePort.
+const WebNodePort = 30080
 
 // UnderlaySegment is the name of the node network segment.
 const UnderlaySegment = "192.168.122.0/24"
@@ -32,7 +39,8 @@ func ma(s string) netip.Addr   { return netip.MustParseAddr(s) }
 // NewReference builds the reference cluster: nodes cka-cp1 192.168.122.11,
 // cka-w1 .21, cka-w2 .22 on one L2 segment with the default route via
 // .1; pod network 10.244.0.0/16 (a /24 per node, allocated in join order);
-// service network 10.96.0.0/12.
+// service network 10.96.0.0/12; the NodePort Service net/web in front of
+// the two web pods.
 func NewReference(seed uint64) (*Reference, error) {
 	cfg := sim.DefaultConfig()
 	cfg.Seed = seed
@@ -68,6 +76,12 @@ func NewReference(seed uint64) (*Reference, error) {
 		return nil, err
 	}
 	if r.Outside, err = c.AddExternalHost("outside", UnderlaySegment, mp("192.168.122.100/24"), netip.Addr{}); err != nil {
+		return nil, err
+	}
+	if r.Web, err = c.AddService(sim.ServiceSpec{Selector: map[string]string{"app": "web"}, Service: kubeproxy.Service{
+		Namespace: "net", Name: "web", Type: kubeproxy.ServiceTypeNodePort, ClusterIP: ma("10.111.80.136"),
+		Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80), NodePort: WebNodePort}},
+	}}); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/conntrack"
+	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/sim/cni"
 	"github.com/kubewalk/kubewalk/sim/flannel"
 	"github.com/kubewalk/kubewalk/sim/ipam"
@@ -172,6 +174,10 @@ type Node struct {
 	NetworkUnavailable bool
 	// ProxyRules are the rules kube-proxy generated at its last sync.
 	ProxyRules *kubeproxy.Rules
+	// Netfilter and Conntrack are the root namespace's iptables tables and
+	// connection tracking table.
+	Netfilter *netfilter.Netfilter
+	Conntrack *conntrack.Table
 
 	cluster *Cluster
 	pods    []*Pod
@@ -297,7 +303,15 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 			n.Annotations[k] = v
 		}
 	}
+	if err := c.installNetfilter(n); err != nil {
+		return nil, &ConfigError{Object: obj, Field: "iptables", Msg: err.Error()}
+	}
 	c.nodes = append(c.nodes, n)
+	if len(c.services) > 0 {
+		if err := c.Sync(); err != nil {
+			return nil, &ConfigError{Object: obj, Msg: err.Error()}
+		}
+	}
 	return n, nil
 }
 

@@ -1,13 +1,71 @@
 package sim
 
-import "github.com/kubewalk/kubewalk/sim/kubeproxy"
+import (
+	"slices"
 
-// loadProxyRules loads kube-proxy's rules into node n's netfilter tables
-// with iptables-restore semantics.
+	"github.com/kubewalk/kubewalk/datapath/conntrack"
+	"github.com/kubewalk/kubewalk/datapath/netfilter"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
+)
+
+// loadProxyRules does what kube-proxy's iptables proxier does at each full
+// sync: create the jump-target chains (iptables -N), ensure the jump rules
+// at the top of the built-in chains (iptables -C, else -I), then load its
+// chains with `iptables-restore --noflush --counters`.
 func (c *Cluster) loadProxyRules(n *Node, rules *kubeproxy.Rules) error {
-	return nil
+	nf := n.Netfilter
+	ensured := rules.EnsuredChains()
+	for _, table := range []string{"mangle", "filter", "nat"} {
+		for _, ch := range ensured[table] {
+			if nf.Table(table).Chain(ch) == nil {
+				if err := nf.Exec(table, "-N", ch); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, j := range rules.JumpRules() {
+		ok, err := nf.Check(j.Table, j.Chain, j.Args...)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := nf.Exec(j.Table, append([]string{"-I", j.Chain}, j.Args...)...); err != nil {
+				return err
+			}
+		}
+	}
+	return nf.Restore(rules.RestoreInput(), netfilter.RestoreOptions{Noflush: true, Counters: true})
 }
 
 // clearStaleUDP deletes the conntrack entries kube-proxy deletes after an
-// endpoint change.
-func (c *Cluster) clearStaleUDP(n *Node, stale []kubeproxy.StaleUDPFlow) {}
+// endpoint change (`conntrack -D -p udp --orig-dst IP --reply-src EP`, or
+// by node port).
+func (c *Cluster) clearStaleUDP(n *Node, stale []kubeproxy.StaleUDPFlow) {
+	for _, f := range stale {
+		flt := conntrack.Filter{Proto: 17, ReplySrc: f.Endpoint}
+		if f.NodePort {
+			flt.OrigDport = uint16(f.Port)
+		} else {
+			flt.OrigDst = f.OrigDst
+		}
+		n.Conntrack.Delete(flt)
+	}
+}
+
+// installNetfilter gives a node's root namespace connection tracking and
+// the four iptables tables, then the rules flanneld adds at start-up.
+func (c *Cluster) installNetfilter(n *Node) error {
+	n.Conntrack = conntrack.Install(n.Host, conntrack.Config{})
+	n.Netfilter = netfilter.Install(n.Host, n.Conntrack)
+	if n.Flannel == nil {
+		return nil
+	}
+	for _, cmd := range n.Flannel.IPTablesRules(c.Flannel.Config) {
+		args := slices.Clone(cmd[1:])
+		if err := n.Netfilter.Exec(cmd[0], args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -106,7 +106,7 @@ func (c *Cluster) AddService(spec ServiceSpec) (*Service, error) {
 			}
 		}
 	}
-	s := &Service{Spec: spec}
+	s := &Service{Spec: spec, EndpointSlice: kubeproxy.EndpointSlice{Namespace: spec.Namespace, Name: spec.Name + "-abcde", ServiceName: spec.Name}}
 	c.services = append(c.services, s)
 	if err := c.Sync(); err != nil {
 		c.services = c.services[:len(c.services)-1]

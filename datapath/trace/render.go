@@ -68,7 +68,7 @@ func (t *Trace) WriteText(w io.Writer, lvl Level) error {
 			if text == "" {
 				text = o.Detail
 			}
-			fmt.Fprintf(&b, "%s #%-2d %-28s %-14s %-12s %s", FormatTime(o.At), o.Packet, where(o), o.Stage, o.Action, text)
+			fmt.Fprintf(&b, "%s #%-2d %-28s %-22s %-12s %s", FormatTime(o.At), o.Packet, where(o), o.Stage, o.Action, text)
 			if o.Reason != "" {
 				fmt.Fprintf(&b, " (%s)", o.Reason)
 			}

@@ -138,3 +138,37 @@ func program(at, to *Node) error {
 	}
 	return nil
 }
+
+// IPTablesRules are the iptables commands flanneld (with --ip-masq, as
+// kube-flannel.yml runs it) issues on this node, each as table followed by
+// iptables arguments: the FLANNEL-POSTRTG masquerade chain, which leaves
+// pod-to-pod traffic alone, masquerades pods talking to the outside and
+// traffic from outside the pod network to pods elsewhere, and steps aside
+// for packets kube-proxy marked (0x4000); and the FLANNEL-FWD accept chain.
+func (n *Node) IPTablesRules(cfg Config) [][]string {
+	network := cfg.Network.String()
+	subnet := n.Subnet.String()
+	c := []string{"-m", "comment", "--comment", "flanneld masq"}
+	fw := []string{"-m", "comment", "--comment", "flanneld forward"}
+	cat := func(parts ...[]string) []string {
+		var out []string
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	return [][]string{
+		{"nat", "-N", "FLANNEL-POSTRTG"},
+		{"nat", "-A", "FLANNEL-POSTRTG", "-m", "mark", "--mark", "0x4000/0x4000", "-m", "comment", "--comment", "flanneld masq", "-j", "RETURN"},
+		cat([]string{"nat", "-A", "FLANNEL-POSTRTG", "-s", subnet, "-d", network}, c, []string{"-j", "RETURN"}),
+		cat([]string{"nat", "-A", "FLANNEL-POSTRTG", "-s", network, "-d", subnet}, c, []string{"-j", "RETURN"}),
+		cat([]string{"nat", "-A", "FLANNEL-POSTRTG", "!", "-s", network, "-d", subnet}, c, []string{"-j", "RETURN"}),
+		cat([]string{"nat", "-A", "FLANNEL-POSTRTG", "-s", network, "!", "-d", "224.0.0.0/4"}, c, []string{"-j", "MASQUERADE", "--random-fully"}),
+		cat([]string{"nat", "-A", "FLANNEL-POSTRTG", "!", "-s", network, "-d", network}, c, []string{"-j", "MASQUERADE", "--random-fully"}),
+		cat([]string{"nat", "-A", "POSTROUTING"}, c, []string{"-j", "FLANNEL-POSTRTG"}),
+		{"filter", "-N", "FLANNEL-FWD"},
+		cat([]string{"filter", "-A", "FLANNEL-FWD", "-s", network}, fw, []string{"-j", "ACCEPT"}),
+		cat([]string{"filter", "-A", "FLANNEL-FWD", "-d", network}, fw, []string{"-j", "ACCEPT"}),
+		cat([]string{"filter", "-A", "FORWARD"}, fw, []string{"-j", "FLANNEL-FWD"}),
+	}
+}
