@@ -296,3 +296,23 @@ func (d *Device) Inject(frame []byte) (*Packet, error) {
 	d.ns.e.ScheduleRx(0, d, p)
 	return p, nil
 }
+
+// Transmit sends a copy of frame out of the device now, as a packet socket
+// bound to it does (AF_PACKET sendto: dev_queue_xmit, no stack above): tx
+// stages, counters, then the link. The frame is traced into tr when tr is
+// not nil. Call it between engine runs, not from a stage.
+func (d *Device) Transmit(frame []byte, tr *Trace) error {
+	if d.ns == nil {
+		return &ConfigError{Op: "transmit", Object: d.Name, Reason: "device was deleted"}
+	}
+	p := d.ns.e.Pool.Get()
+	if !p.SetFrame(frame) {
+		p.Release()
+		return &FrameError{Layer: "ethernet", Reason: "frame of " + itoa(len(frame)) + " bytes exceeds the buffer"}
+	}
+	if tr != nil {
+		p.Trace, p.ID = tr, tr.NewPacketID()
+	}
+	d.transmit(d.ns.e.Walk(), p)
+	return nil
+}
