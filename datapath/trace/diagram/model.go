@@ -69,14 +69,14 @@ type StepKind uint8
 
 // Step kinds.
 const (
-	Hop         StepKind = iota + 1 // the packet moved from one device to another
-	Rewrite                         // NAT changed addresses or ports
-	Encap                           // wrapped in VXLAN
-	Decap                           // VXLAN header removed
-	Drop                            // discarded, with a reason
-	Deliver                         // handed to a socket
-	InFlight                        // the walk stopped with the packet still travelling
-	ReplySpawn                      // a stack answered (SYN-ACK, echo reply): a new packet starts here
+	Hop        StepKind = iota + 1 // the packet moved from one device to another
+	Rewrite                        // NAT changed addresses or ports
+	Encap                          // wrapped in VXLAN
+	Decap                          // VXLAN header removed
+	Drop                           // discarded, with a reason
+	Deliver                        // handed to a socket
+	InFlight                       // the walk stopped with the packet still travelling
+	ReplySpawn                     // a stack answered (SYN-ACK, echo reply): a new packet starts here
 )
 
 // Step is one thing to draw: a hop between two devices or a note on one.
