@@ -420,9 +420,6 @@ func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
 	if inv {
 		return nil, nil, errorf("! not allowed at the end of a rule")
 	}
-	if tg == nil {
-		return nil, nil, errorf("rule without a target (-j) is not supported")
-	}
 	for _, m := range r.ms {
 		if err := m.check(r); err != nil {
 			return nil, nil, err

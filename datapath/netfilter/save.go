@@ -124,6 +124,11 @@ func (r *Rule) save(b []byte) []byte {
 		b = m.save(b)
 	}
 	tg := &r.target
+	if tg.kind == 0 {
+		// A rule without a target only counts packets (kube-proxy writes
+		// one as a comment in KUBE-FW-* chains).
+		return b
+	}
 	if tg.kind == tGoto {
 		b = append(b, " -g "...)
 	} else {
