@@ -31,6 +31,7 @@ const (
 	ReasonStage                         // a user-inserted stage dropped it
 	ReasonDelivered                     // consumed by a local socket (not an error)
 	ReasonBandwidth                     // a token bucket shaper dropped it
+	ReasonEncapLoop                     // a tunnel's output was routed back into the tunnel
 	numReasons
 )
 
@@ -45,7 +46,7 @@ var reasonNames = [...]string{
 	ReasonNetfilterReject: "netfilter REJECT", ReasonConntrackInvalid: "conntrack INVALID",
 	ReasonConntrackFull: "conntrack table full", ReasonNoVXLANDestination: "no VXLAN FDB entry",
 	ReasonMTU: "exceeds MTU (fragmentation not modelled)", ReasonStage: "dropped by stage",
-	ReasonDelivered: "delivered", ReasonBandwidth: "bandwidth limit",
+	ReasonDelivered: "delivered", ReasonBandwidth: "bandwidth limit", ReasonEncapLoop: "encapsulation loop",
 }
 
 // String returns the human-readable reason printed in traces.

@@ -652,3 +652,9 @@ func (ns *Netns) conn(w *Walk, dev *Device, p *Packet, t header.TCP, dlen uint32
 	}
 	return true
 }
+
+// TCPListener returns the listener bound to port, or nil.
+func (ns *Netns) TCPListener(port uint16) *TCPListener { return ns.sockets.tcp[port] }
+
+// UDPSocket returns the socket bound to port, or nil.
+func (ns *Netns) UDPSocket(port uint16) *UDPSocket { return ns.sockets.udp[port] }

@@ -101,11 +101,11 @@ func (p *Packet) L4() []byte {
 }
 
 // Prepend grows the frame at the front by n bytes taken from headroom and
-// returns them. It panics if headroom is exhausted, which the datapath
-// prevents by never nesting more than one encapsulation.
+// returns them, or returns nil if the headroom is exhausted (an
+// encapsulation loop: a tunnel routing its own output back into itself).
 func (p *Packet) Prepend(n int) []byte {
 	if p.head < n {
-		panic("datapath: packet headroom exhausted")
+		return nil
 	}
 	p.head -= n
 	return p.buf[p.head : p.head+n]

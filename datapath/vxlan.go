@@ -161,6 +161,13 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	}
 	innerLen := len(inner)
 	hdr := p.Prepend(EthHdrLen + 20 + 8 + vxlanHdrLen)
+	if hdr == nil {
+		v.dev.drop(w, p, "vxlan", ReasonEncapLoop, "no headroom left: the outer packet was routed back into "+v.dev.Name)
+		return
+	}
+	// iptunnel_xmit scrubs the skb: the outer packet is a new flow for
+	// conntrack (nf_reset_ct); the mark stays within the namespace.
+	p.CT = CTRef{}
 	clear(hdr[:EthHdrLen])
 	hdr[12], hdr[13] = 0x08, 0x00
 	ipb := hdr[EthHdrLen:]

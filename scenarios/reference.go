@@ -41,7 +41,11 @@ func ma(s string) netip.Addr   { return netip.MustParseAddr(s) }
 // .1; pod network 10.244.0.0/16 (a /24 per node, allocated in join order);
 // service network 10.96.0.0/12; the NodePort Service net/web in front of
 // the two web pods.
-func NewReference(seed uint64) (*Reference, error) {
+func NewReference(seed uint64) (*Reference, error) { return newReference(seed, false) }
+
+// newReference builds the reference cluster; withUDP makes the web pods
+// also listen on UDP 5353 (used by the flow scenario's UDP Service).
+func newReference(seed uint64, withUDP bool) (*Reference, error) {
 	cfg := sim.DefaultConfig()
 	cfg.Seed = seed
 	c, err := sim.NewCluster(cfg)
@@ -63,6 +67,9 @@ func NewReference(seed uint64) (*Reference, error) {
 		*n.dst = node
 	}
 	web := []sim.Container{{Name: "nginx", Ports: []sim.ContainerPort{{Name: "http", ContainerPort: 80}}}}
+	if withUDP {
+		web[0].Ports = append(web[0].Ports, sim.ContainerPort{Name: "dns", ContainerPort: 5353, Protocol: "UDP"})
+	}
 	if r.Client, err = c.AddPod(sim.PodSpec{Namespace: "net", Name: "client", Node: "cka-w1",
 		Labels: map[string]string{"app": "client"}, Containers: []sim.Container{{Name: "busybox"}}}); err != nil {
 		return nil, err
