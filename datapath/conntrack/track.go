@@ -152,6 +152,7 @@ type inStage struct{ t *Table }
 
 var _ datapath.Stage = (*inStage)(nil)
 
+// Process tracks p: finds or creates its connection and attaches it.
 func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict {
 	t := s.t
 	if p.CT.Entry != nil {
@@ -312,6 +313,7 @@ type confirmStage struct{ t *Table }
 
 var _ datapath.Stage = (*confirmStage)(nil)
 
+// Process confirms p's new connection into the table.
 func (s *confirmStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict {
 	e, ok := p.CT.Entry.(*Entry)
 	if !ok || e.t != s.t || e.Status&StatusConfirmed != 0 {

@@ -63,6 +63,7 @@ const (
 	DropPolicy
 )
 
+// String returns the policy as iptables-save prints it.
 func (v Verdict) String() string {
 	if v == DropPolicy {
 		return "DROP"

@@ -16,6 +16,7 @@ type ParseError struct {
 	Msg  string
 }
 
+// Error formats the error like iptables-restore, with the line and its text.
 func (e *ParseError) Error() string {
 	if e.Line == 0 {
 		return "iptables: " + e.Msg + ": " + e.Text
