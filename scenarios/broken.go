@@ -106,3 +106,20 @@ func NewWrongNIC(seed uint64, fixed bool) (*WrongNIC, error) {
 	}
 	return r, nil
 }
+
+// NewBrNetfilterOff is the reference cluster with
+// net.bridge.bridge-nf-call-iptables=0 on every node (br_netfilter not
+// loaded): bridged frames bypass iptables, so when net/client's connection
+// to the net/web ClusterIP is DNATed to net/web-1 on the same bridge, the
+// reply is bridged straight back without being un-DNATed and the client
+// rejects a SYN-ACK from an address it never called.
+func NewBrNetfilterOff(seed uint64) (*Reference, error) {
+	r, err := NewReference(seed)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range r.Nodes() {
+		n.Host.Sysctl.BridgeNFCallIPTables = false
+	}
+	return r, nil
+}

@@ -27,6 +27,22 @@ var registry = []Scenario{
 			}
 			return r.Cluster, nil
 		}},
+	{"br-netfilter-off", "the reference cluster with bridge-nf-call-iptables=0: replies from a same-node Service endpoint are not un-DNATed",
+		func(seed uint64) (*sim.Cluster, error) {
+			r, err := NewBrNetfilterOff(seed)
+			if err != nil {
+				return nil, err
+			}
+			return r.Cluster, nil
+		}},
+	{"flows", "the reference cluster plus one Service of every kind (UDP, eTP Local, LoadBalancer with source ranges, externalIPs, no endpoints, iTP Local, session affinity)",
+		func(seed uint64) (*sim.Cluster, error) {
+			f, err := NewFlows(seed)
+			if err != nil {
+				return nil, err
+			}
+			return f.Cluster, nil
+		}},
 	{"duplicate-podcidr", "cka-w1 and cka-w2 both have podCIDR 10.244.1.0/24; pod net/probe on cka-cp1 reaches the wrong pod",
 		func(seed uint64) (*sim.Cluster, error) {
 			r, err := NewDuplicatePodCIDR(seed)
