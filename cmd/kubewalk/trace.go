@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/datapath/trace/diagram"
+	"github.com/kubewalk/kubewalk/datapath/trace/pcap"
+	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/packet"
+)
+
+const traceUsage = `Walk one packet exchange through a scenario and show every step.
+
+TCP opens a connection (SYN, SYN-ACK, ACK), UDP sends one datagram from a
+bound port, ICMP sends one echo request. The walk is deterministic: the
+same scenario, seed and flags give the same output, byte for byte.
+
+Usage:
+  kubewalk trace --scenario NAME --from SOURCE --to DESTINATION [flags]
+
+SOURCE is a pod (namespace/name), a node name or an outside host name.
+DESTINATION is one of:
+  namespace/name          a pod
+  10.244.2.2              an IP address (with --port)
+  10.244.2.2:80           an IP address and port
+  service/ns/name:port    a Service's ClusterIP and port (also svc/ns/name:port)
+  cka-w2:30080            a node's InternalIP and a NodePort
+  cka-w2                  a node (or outside host) by name
+
+Examples:
+  # TCP handshake across nodes, summary text
+  kubewalk trace --scenario reference --from net/client --to net/web-2 --port 80
+
+  # Ping from a pod to a pod on the same node, every detail
+  kubewalk trace --scenario reference --from net/client --to net/web-1 --proto icmp --level detailed
+
+  # UDP from the machine outside the cluster to a node
+  kubewalk trace --scenario reference --from outside --to cka-w1 --proto udp --port 53
+
+  # The walk as SVG, Mermaid, JSON or pcapng
+  kubewalk trace --scenario reference --from net/client --to net/web-2 -o svg > walk.svg
+  kubewalk trace --scenario reference --from net/client --to net/web-2 -o pcapng > walk.pcapng
+`
+
+type traceFlags struct {
+	scenario, from, to, proto, level, output string
+	port, sport                              int
+	seed                                     uint64
+	explore, arp                             bool
+}
+
+func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
+	var f traceFlags
+	fs := newFlagSet("trace", traceUsage, help)
+	fs.StringVar(&f.scenario, "scenario", "", "scenario to walk through (see kubewalk scenarios)")
+	fs.StringVar(&f.from, "from", "", "where the packet starts: pod ns/name, node or outside host")
+	fs.StringVar(&f.to, "to", "", "destination: pod ns/name, ip, ip:port, service/ns/name:port or node:nodePort")
+	fs.StringVar(&f.proto, "proto", "tcp", "protocol: tcp, udp or icmp")
+	fs.IntVar(&f.port, "port", 0, "destination port when --to does not give one (default 80)")
+	fs.IntVar(&f.sport, "source-port", 40000, "client source port (tcp, udp)")
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the simulated world (MACs, endpoint choice, ports)")
+	fs.StringVar(&f.level, "level", "summary", "text detail: minimal, summary or detailed")
+	fs.BoolVar(&f.explore, "explore", false, "enumerate every branch (random endpoint choice) with its probability")
+	fs.BoolVar(&f.arp, "arp", false, "include ARP packets in mermaid and svg output")
+	fs.StringVar(&f.output, "o", "text", "output format: text, json, mermaid, svg or pcapng")
+	fs.StringVar(&f.output, "output", "text", "same as -o")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (give source and destination with --from and --to)", pos[0])
+	}
+	lvl, err := trace.ParseLevel(f.level)
+	if err != nil {
+		return usagef("unknown --level %q (want minimal, summary or detailed)", f.level)
+	}
+	switch f.output {
+	case "text", "json", "mermaid", "svg", "pcapng":
+	default:
+		return usagef("unknown output format %q (want text, json, mermaid, svg or pcapng)", f.output)
+	}
+	switch f.proto {
+	case "tcp", "udp", "icmp":
+	default:
+		return usagef("unknown --proto %q (want tcp, udp or icmp)", f.proto)
+	}
+	if f.port < 0 || f.port > 65535 || f.sport < 1 || f.sport > 65535 {
+		return usagef("ports must be between 1 and 65535")
+	}
+	if f.from == "" || f.to == "" {
+		return usagef("--from and --to are required")
+	}
+	c, err := loadScenario(f.scenario, f.seed)
+	if err != nil {
+		return err
+	}
+	if f.explore {
+		if err := explore(c, &f); err != nil {
+			return err
+		}
+	}
+	src, err := resolveSource(c, f.from)
+	if err != nil {
+		return err
+	}
+	dst, err := resolveDestination(c, f.to)
+	if err != nil {
+		return err
+	}
+	port := dst.port
+	if port == 0 {
+		port = uint16(f.port)
+	}
+	if port == 0 {
+		port = 80
+	}
+	tr := &trace.Trace{Capture: f.output == "pcapng"}
+	sport := uint16(f.sport)
+	switch f.proto {
+	case "tcp":
+		if _, err := src.ns.DialTCP(src.ip, dst.ip, sport, port, 1000, tr); err != nil {
+			return err
+		}
+	case "udp":
+		if _, err := src.ns.ListenUDP(sport, false); err != nil {
+			return fmt.Errorf("binding UDP port %d on %s: %w", sport, f.from, err)
+		}
+		ip, err := packet.UDP(packet.IP{Src: src.ip, Dst: dst.ip}, sport, port, []byte("kubewalk"))
+		if err != nil {
+			return err
+		}
+		if err := c.World.Send(src.ns, ip, tr); err != nil {
+			return err
+		}
+	case "icmp":
+		ip, err := packet.ICMPEcho(packet.IP{Src: src.ip, Dst: dst.ip}, 1, 1, []byte("kubewalk"))
+		if err != nil {
+			return err
+		}
+		if err := c.World.Send(src.ns, ip, tr); err != nil {
+			return err
+		}
+	}
+	if err := c.World.Run(); err != nil {
+		return err
+	}
+	switch f.output {
+	case "text":
+		return tr.WriteText(out, lvl)
+	case "json":
+		return tr.WriteJSON(out)
+	case "mermaid":
+		return diagram.Build(tr, diagram.Options{ARP: f.arp}).WriteMermaid(out)
+	case "svg":
+		return diagram.Build(tr, diagram.Options{ARP: f.arp}).WriteSVG(out)
+	default:
+		return pcap.WriteNG(out, tr)
+	}
+}
+
+type endpoint struct {
+	ns   *datapath.Netns
+	ip   netip.Addr
+	port uint16
+}
+
+func resolveSource(c *sim.Cluster, s string) (endpoint, error) {
+	if ns, name, ok := strings.Cut(s, "/"); ok {
+		p := c.Pod(ns, name)
+		if p == nil {
+			return endpoint{}, usagef("--from: pod %q not found in this scenario", s)
+		}
+		return endpoint{ns: p.Netns, ip: p.IP}, nil
+	}
+	if n := c.Node(s); n != nil {
+		return endpoint{ns: n.Host, ip: n.InternalIP}, nil
+	}
+	if h := c.ExternalHost(s); h != nil {
+		return endpoint{ns: h.Netns, ip: h.IP}, nil
+	}
+	return endpoint{}, usagef("--from: %q is not a pod (namespace/name), node or outside host of this scenario", s)
+}
+
+func parsePort(s, what string) (uint16, error) {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || n == 0 {
+		return 0, usagef("--to: malformed port %q in %q", s, what)
+	}
+	return uint16(n), nil
+}
+
+func resolveDestination(c *sim.Cluster, s string) (endpoint, error) {
+	for _, pre := range []string{"service/", "svc/", "service ", "svc "} {
+		if rest, ok := strings.CutPrefix(s, pre); ok {
+			return parseService(c, strings.TrimSpace(rest))
+		}
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if !ap.Addr().Is4() {
+			return endpoint{}, usagef("--to: %q is not IPv4 (only IPv4 is simulated)", s)
+		}
+		if ap.Port() == 0 {
+			return endpoint{}, usagef("--to: port 0 in %q", s)
+		}
+		return endpoint{ip: ap.Addr(), port: ap.Port()}, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		if !a.Is4() {
+			return endpoint{}, usagef("--to: %q is not IPv4 (only IPv4 is simulated)", s)
+		}
+		return endpoint{ip: a}, nil
+	}
+	if ns, name, ok := strings.Cut(s, "/"); ok {
+		if strings.Contains(name, ":") {
+			return endpoint{}, usagef("--to: %q: a pod is namespace/name; give the port with --port (or use ip:port)", s)
+		}
+		p := c.Pod(ns, name)
+		if p == nil {
+			return endpoint{}, usagef("--to: pod %q not found in this scenario", s)
+		}
+		return endpoint{ip: p.IP}, nil
+	}
+	host, portStr, hasPort := strings.Cut(s, ":")
+	var port uint16
+	if hasPort {
+		var err error
+		if port, err = parsePort(portStr, s); err != nil {
+			return endpoint{}, err
+		}
+	}
+	if n := c.Node(host); n != nil {
+		return endpoint{ip: n.InternalIP, port: port}, nil
+	}
+	if h := c.ExternalHost(host); h != nil {
+		return endpoint{ip: h.IP, port: port}, nil
+	}
+	if looksLikeIP(host) {
+		return endpoint{}, usagef("--to: malformed address %q", s)
+	}
+	return endpoint{}, usagef("--to: %q is not a pod (namespace/name), IP, service/ns/name:port or node of this scenario", s)
+}
+
+func looksLikeIP(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789.") == "" || strings.Count(s, ".") == 3
+}
+
+// parseService checks the syntax of "ns/name:port" and resolves it.
+func parseService(c *sim.Cluster, s string) (endpoint, error) {
+	ref, portStr, ok := strings.Cut(s, ":")
+	ns, name, ok2 := strings.Cut(ref, "/")
+	if !ok || !ok2 || ns == "" || name == "" || strings.Contains(name, "/") {
+		return endpoint{}, usagef("--to: malformed service %q (want service/namespace/name:port)", s)
+	}
+	port, err := parsePort(portStr, s)
+	if err != nil {
+		return endpoint{}, err
+	}
+	ip, err := resolveService(c, ns, name, port)
+	if err != nil {
+		return endpoint{}, err
+	}
+	return endpoint{ip: ip, port: port}, nil
+}
+
+// resolveService returns the ClusterIP of Service ns/name, checking that it
+// has the given port.
+//
+// PLUG-IN POINT (services): the sim.Cluster Service API is being integrated
+// (Cluster.AddService / Cluster.Service). Once it has landed, replace the
+// body with:
+//
+//	svc := c.Service(ns, name)
+//	if svc == nil { return netip.Addr{}, usagef("--to: service %s/%s not found in this scenario", ns, name) }
+//	if _, ok := svc.PortNumber(int(port)); !ok { return netip.Addr{}, usagef("--to: service %s/%s has no port %d", ns, name, port) }
+//	return svc.ClusterIP(), nil
+func resolveService(c *sim.Cluster, ns, name string, port uint16) (netip.Addr, error) {
+	_, _, _, _ = c, ns, name, port
+	return netip.Addr{}, usagef("--to: services are not available in this scenario (service %s/%s)", ns, name)
+}
+
+// explore runs the walk in explore mode (every random branch with its
+// probability).
+//
+// PLUG-IN POINT (explore): exploration of branch points (random DNAT, ECMP,
+// flood) is not in the simulator yet; wire it here when it is.
+func explore(c *sim.Cluster, f *traceFlags) error {
+	_, _ = c, f
+	return usagef("--explore is not supported yet: the simulator cannot enumerate branches")
+}
