@@ -33,7 +33,7 @@ var errHelp = errors.New("help")
 
 type command struct {
 	name, short, usage string
-	run                 func(args []string, out *bytes.Buffer, help io.Writer) error
+	run                func(args []string, out *bytes.Buffer, help io.Writer) error
 }
 
 var commands = []command{
