@@ -200,6 +200,9 @@ func (d *Device) transmit(w *Walk, p *Packet) {
 			d.drop(w, p, "tx", ReasonDeviceDown, "veth peer missing")
 			return
 		}
+		if d.peer.ns != d.ns {
+			p.scrub()
+		}
 		w.e.ScheduleRx(0, d.peer, p)
 	case KindLoopback:
 		w.e.ScheduleRx(0, d, p)
@@ -236,6 +239,9 @@ func NewSegment(name string, latency time.Duration) *Segment {
 func (s *Segment) Ports() []*Device { return s.ports }
 
 func (s *Segment) send(w *Walk, from *Device, p *Packet) {
+	// A frame on a wire carries no skb metadata to the next machine.
+	p.scrub()
+	p.CsumValid = false
 	src, dst := p.SrcMAC(), p.DstMAC()
 	if !src.IsMulticast() {
 		s.fdb[src.key()] = from

@@ -205,3 +205,11 @@ func (p *Packet) SetMACs(src, dst MAC) {
 	copy(p.buf[p.head:p.head+6], dst[:])
 	copy(p.buf[p.head+6:p.head+12], src[:])
 }
+
+// scrub clears what skb_scrub_packet clears when a packet crosses into
+// another network namespace (dev_forward_skb with xnet): the conntrack
+// reference and the mark.
+func (p *Packet) scrub() {
+	p.CT = CTRef{}
+	p.Mark = 0
+}

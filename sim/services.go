@@ -58,6 +58,34 @@ func (s *Service) PortNumber(n int) (kubeproxy.ServicePort, bool) {
 // the API server does, builds its EndpointSlice from the pods its selector
 // matches and re-syncs kube-proxy on every node.
 func (c *Cluster) AddService(spec ServiceSpec) (*Service, error) {
+	out, err := c.AddServices([]ServiceSpec{spec})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// AddServices creates several Services and re-syncs kube-proxy once, as
+// a proxier that batches changes between syncs does. On error none is added.
+func (c *Cluster) AddServices(specs []ServiceSpec) ([]*Service, error) {
+	n := len(c.services)
+	var out []*Service
+	for _, spec := range specs {
+		s, err := c.addService(spec)
+		if err != nil {
+			c.services = c.services[:n]
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if err := c.Sync(); err != nil {
+		c.services = c.services[:n]
+		return nil, &ConfigError{Object: "services", Msg: err.Error()}
+	}
+	return out, nil
+}
+
+func (c *Cluster) addService(spec ServiceSpec) (*Service, error) {
 	if spec.Namespace == "" {
 		spec.Namespace = "default"
 	}
@@ -108,10 +136,6 @@ func (c *Cluster) AddService(spec ServiceSpec) (*Service, error) {
 	}
 	s := &Service{Spec: spec, EndpointSlice: kubeproxy.EndpointSlice{Namespace: spec.Namespace, Name: spec.Name + "-abcde", ServiceName: spec.Name}}
 	c.services = append(c.services, s)
-	if err := c.Sync(); err != nil {
-		c.services = c.services[:len(c.services)-1]
-		return nil, &ConfigError{Object: obj, Msg: err.Error()}
-	}
 	return s, nil
 }
 

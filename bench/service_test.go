@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
+	"github.com/kubewalk/kubewalk/sim/packet"
+)
+
+// serviceCluster is the reference cluster with extra ClusterIP Services in
+// namespace "bench" (each with the two web pods as endpoints); they sort
+// before net/web, so net/web's rule is the last one KUBE-SERVICES reaches.
+func serviceCluster(b *testing.B, extra int) *scenarios.Reference {
+	r, err := scenarios.NewReference(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	specs := make([]sim.ServiceSpec, extra)
+	for i := range specs {
+		specs[i] = sim.ServiceSpec{Selector: map[string]string{"app": "web"}, Service: kubeproxy.Service{
+			Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
+			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}}
+	}
+	if extra > 0 {
+		if _, err := r.AddServices(specs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Every first packet goes to the endpoint on cka-w2 (cross-node).
+	r.World.Walk().Chooser = func(float64) bool { return false }
+	return r
+}
+
+// BenchmarkClusterIPFirstPacket: a new connection's SYN from net/client to
+// the net/web ClusterIP, DNATed on cka-w1 to net/web-2 on cka-w2: conntrack
+// entry creation, the nat table walk, VXLAN. Reports rules evaluated per
+// packet on cka-w1 (every table and chain the SYN traverses there).
+func BenchmarkClusterIPFirstPacket(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			r := serviceCluster(b, n-1)
+			nf := r.W1.Netfilter
+			ip := func(sport uint16) []byte {
+				p, err := packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, sport, 80, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return p
+			}
+			// warm ARP and FDB state
+			if _, err := r.Client.Netns.Send(ip(1)); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.World.Run(); err != nil {
+				b.Fatal(err)
+			}
+			syns := make([][]byte, 4096)
+			for i := range syns {
+				syns[i] = ip(uint16(2 + i))
+			}
+			l := r.Web2.Netns.TCPListener(80)
+			before, evals := l.SYNs, nf.Evaluations
+			e := r.World.Engine
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%len(syns) == 0 && i > 0 {
+					// Start a fresh conntrack state so every SYN is a new flow.
+					b.StopTimer()
+					r.W1.Conntrack.Flush()
+					r.W2.Conntrack.Flush()
+					b.StartTimer()
+				}
+				p := e.Pool.Get()
+				p.SetIPPacket(syns[i%len(syns)])
+				r.Client.Netns.SendPacket(p)
+				if err := e.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
+			b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+			if l.SYNs-before != b.N {
+				b.Fatalf("net/web-2 got %d of %d SYNs", l.SYNs-before, b.N)
+			}
+		})
+	}
+}
+
+// BenchmarkClusterIPEstablished: a packet of an established connection to
+// the net/web ClusterIP (conntrack hit, no nat table, un-DNAT by the
+// entry), cross-node, tracing off.
+func BenchmarkClusterIPEstablished(b *testing.B) {
+	r := serviceCluster(b, 0)
+	c, err := r.Client.Netns.DialTCP(r.Client.IP, r.Web.ClusterIP(), 40000, 80, 1, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.World.Run(); err != nil {
+		b.Fatal(err)
+	}
+	if !c.Established {
+		b.Fatal("handshake failed")
+	}
+	// A bare ACK of the established flow: nothing answers it.
+	ip, err := packet.TCP(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, packet.TCPSegment{
+		Sport: 40000, Dport: 80, Seq: 2, Ack: 1, Flags: packet.TCPFlags{ACK: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	nf := r.W1.Netfilter
+	l := r.Web2.Netns.TCPListener(80)
+	before, evals := l.Segments, nf.Evaluations
+	runPackets(b, r.Client.Netns, ip, nil, func() {
+		if l.Segments-before != b.N {
+			b.Fatalf("net/web-2 got %d of %d segments", l.Segments-before, b.N)
+		}
+		b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+	})
+}
