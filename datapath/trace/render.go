@@ -65,7 +65,12 @@ func (t *Trace) WriteText(w io.Writer, lvl Level) error {
 			b.WriteByte('\n')
 		case Summary:
 			text := o.Summary
-			if text == "" {
+			switch {
+			case o.Action == Matched && o.Detail != "":
+				text = o.Detail
+			case o.Action == Rewritten && o.Before != "":
+				text = o.Before + " -> " + o.After
+			case text == "":
 				text = o.Detail
 			}
 			fmt.Fprintf(&b, "%s #%-2d %-28s %-22s %-12s %s", FormatTime(o.At), o.Packet, where(o), o.Stage, o.Action, text)
