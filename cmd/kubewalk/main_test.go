@@ -114,9 +114,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "net/web-2", "-o", "yaml"}, `unknown output format "yaml"`},
 		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "net/web-2", "--proto", "sctp"}, `unknown --proto "sctp"`},
 		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "net/web-2", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:80"}, "services are not available in this scenario"},
+		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/nope:80"}, "service net/nope not found"},
+		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:81"}, "service net/web has no port 81"},
+		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:80", "--explore", "-o", "svg"}, "--explore prints text or json"},
 		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web"}, "malformed service"},
-		{[]string{"trace", "--scenario", "reference", "--from", "net/client", "--to", "net/web-2", "--explore"}, "--explore is not supported"},
 		{[]string{"trace", "--scenario", "reference"}, "--from and --to are required"},
 		{[]string{"state", "--scenario", "reference", "--node", "cka-w9", "ip-route"}, `node "cka-w9" not found`},
 		{[]string{"state", "--scenario", "reference", "--node", "cka-w1", "ip-rule"}, `unknown state "ip-rule"`},
@@ -130,9 +131,27 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestNotAvailableYet(t *testing.T) {
-	code, out, errs := call("state", "--scenario", "reference", "--node", "cka-w1", "iptables-save")
-	require.NotZero(t, code)
-	require.Empty(t, out)
-	require.Contains(t, errs, "not available")
+func TestServicesExploreAndNetfilterState(t *testing.T) {
+	code, out, errs := call("trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:80", "--explore")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, "2 branch(es) for the first packet from net/client to service/net/web:80:\n 50.000%  10.244.1.3:80\n 50.000%  10.244.2.2:80\n", out)
+
+	code, out, errs = call("trace", "--scenario", "flows", "--from", "outside", "--to", "cka-w2:30081", "--explore", "-o", "json")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, `"outcome": "10.244.2.4:80"`)
+	require.Contains(t, out, `"masquerade": false`, "eTP Local keeps the client address")
+
+	code, out, errs = call("trace", "--scenario", "reference", "--from", "outside", "--to", "cka-cp1:30080", "--level", "detailed")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "-A KUBE-NODEPORTS -p tcp -m comment --comment \"net/web\" -m tcp --dport 30080 -j KUBE-EXT-")
+	require.Contains(t, out, "MASQUERADE --random-fully")
+	require.Contains(t, out, "SYN-ACK: connection established")
+
+	code, out, errs = call("state", "--scenario", "reference", "--node", "cka-w1", "iptables-save")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "-A KUBE-SERVICES -d 10.111.80.136/32 -p tcp -m comment --comment \"net/web cluster IP\" -m tcp --dport 80 -j KUBE-SVC-")
+	require.Contains(t, out, "-A FLANNEL-POSTRTG")
+	code, out, errs = call("state", "--scenario", "reference", "--node", "cka-w1", "conntrack")
+	require.Equal(t, 0, code, errs)
+	require.Empty(t, out, "no traffic yet, no connections")
 }

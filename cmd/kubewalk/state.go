@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/sim"
 )
 
@@ -48,18 +48,20 @@ var stateDumps = []struct {
 		}
 		return s, nil
 	}},
-	{"iptables-save", "iptables-save", func(n *sim.Node) (string, error) { return netfilterDump(n.Host, "iptables-save") }},
-	{"conntrack", "conntrack -L", func(n *sim.Node) (string, error) { return netfilterDump(n.Host, "conntrack") }},
+	{"iptables-save", "iptables-save", func(n *sim.Node) (string, error) { return netfilterDump(n, "iptables-save") }},
+	{"conntrack", "conntrack -L", func(n *sim.Node) (string, error) { return netfilterDump(n, "conntrack") }},
 }
 
-// netfilterDump prints iptables-save or conntrack -L for a namespace.
-//
-// PLUG-IN POINT (netfilter): the netfilter and conntrack engines are being
-// integrated into datapath.Netns; when they expose their dumps, call them
-// here (what is "iptables-save" or "conntrack").
-func netfilterDump(ns *datapath.Netns, what string) (string, error) {
-	_ = ns
-	return "", fmt.Errorf("%s is not available yet (the netfilter integration has not landed)", what)
+// netfilterDump prints iptables-save or conntrack -L for a node's root
+// namespace.
+func netfilterDump(n *sim.Node, what string) (string, error) {
+	if n.Netfilter == nil {
+		return "", fmt.Errorf("node %s has no iptables tables", n.Name)
+	}
+	if what == "iptables-save" {
+		return n.Netfilter.Save(netfilter.SaveOptions{}), nil
+	}
+	return n.Conntrack.Dump(), nil
 }
 
 func runState(args []string, out *bytes.Buffer, help io.Writer) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/datapath/trace/diagram"
 	"github.com/kubewalk/kubewalk/datapath/trace/pcap"
+	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/packet"
 )
@@ -98,58 +100,64 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	if f.from == "" || f.to == "" {
 		return usagef("--from and --to are required")
 	}
+	capture := f.output == "pcapng"
+	walk := func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
+		src, err := resolveSource(c, f.from)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		dst, err := resolveDestination(c, f.to)
+		if err != nil {
+			return netip.Addr{}, err
+		}
+		port := dst.port
+		if port == 0 {
+			port = uint16(f.port)
+		}
+		if port == 0 {
+			port = 80
+		}
+		tr.Capture = capture
+		sport := uint16(f.sport)
+		switch f.proto {
+		case "tcp":
+			if _, err := src.ns.DialTCP(src.ip, dst.ip, sport, port, 1000, tr); err != nil {
+				return src.ip, err
+			}
+		case "udp":
+			if _, err := src.ns.ListenUDP(sport, false); err != nil {
+				return src.ip, fmt.Errorf("binding UDP port %d on %s: %w", sport, f.from, err)
+			}
+			ip, err := packet.UDP(packet.IP{Src: src.ip, Dst: dst.ip}, sport, port, []byte("kubewalk"))
+			if err != nil {
+				return src.ip, err
+			}
+			if err := c.World.Send(src.ns, ip, tr); err != nil {
+				return src.ip, err
+			}
+		case "icmp":
+			ip, err := packet.ICMPEcho(packet.IP{Src: src.ip, Dst: dst.ip}, 1, 1, []byte("kubewalk"))
+			if err != nil {
+				return src.ip, err
+			}
+			if err := c.World.Send(src.ns, ip, tr); err != nil {
+				return src.ip, err
+			}
+		}
+		return src.ip, c.World.Run()
+	}
+	if f.explore {
+		if _, err := loadScenario(f.scenario, f.seed); err != nil {
+			return err
+		}
+		return explore(&f, walk, out)
+	}
 	c, err := loadScenario(f.scenario, f.seed)
 	if err != nil {
 		return err
 	}
-	if f.explore {
-		if err := explore(c, &f); err != nil {
-			return err
-		}
-	}
-	src, err := resolveSource(c, f.from)
-	if err != nil {
-		return err
-	}
-	dst, err := resolveDestination(c, f.to)
-	if err != nil {
-		return err
-	}
-	port := dst.port
-	if port == 0 {
-		port = uint16(f.port)
-	}
-	if port == 0 {
-		port = 80
-	}
-	tr := &trace.Trace{Capture: f.output == "pcapng"}
-	sport := uint16(f.sport)
-	switch f.proto {
-	case "tcp":
-		if _, err := src.ns.DialTCP(src.ip, dst.ip, sport, port, 1000, tr); err != nil {
-			return err
-		}
-	case "udp":
-		if _, err := src.ns.ListenUDP(sport, false); err != nil {
-			return fmt.Errorf("binding UDP port %d on %s: %w", sport, f.from, err)
-		}
-		ip, err := packet.UDP(packet.IP{Src: src.ip, Dst: dst.ip}, sport, port, []byte("kubewalk"))
-		if err != nil {
-			return err
-		}
-		if err := c.World.Send(src.ns, ip, tr); err != nil {
-			return err
-		}
-	case "icmp":
-		ip, err := packet.ICMPEcho(packet.IP{Src: src.ip, Dst: dst.ip}, 1, 1, []byte("kubewalk"))
-		if err != nil {
-			return err
-		}
-		if err := c.World.Send(src.ns, ip, tr); err != nil {
-			return err
-		}
-	}
-	if err := c.World.Run(); err != nil {
+	tr := &trace.Trace{}
+	if _, err := walk(c, tr); err != nil {
 		return err
 	}
 	switch f.output {
@@ -272,26 +280,60 @@ func parseService(c *sim.Cluster, s string) (endpoint, error) {
 
 // resolveService returns the ClusterIP of Service ns/name, checking that it
 // has the given port.
-//
-// PLUG-IN POINT (services): the sim.Cluster Service API is being integrated
-// (Cluster.AddService / Cluster.Service). Once it has landed, replace the
-// body with:
-//
-//	svc := c.Service(ns, name)
-//	if svc == nil { return netip.Addr{}, usagef("--to: service %s/%s not found in this scenario", ns, name) }
-//	if _, ok := svc.PortNumber(int(port)); !ok { return netip.Addr{}, usagef("--to: service %s/%s has no port %d", ns, name, port) }
-//	return svc.ClusterIP(), nil
 func resolveService(c *sim.Cluster, ns, name string, port uint16) (netip.Addr, error) {
-	_, _, _, _ = c, ns, name, port
-	return netip.Addr{}, usagef("--to: services are not available in this scenario (service %s/%s)", ns, name)
+	svc := c.Service(ns, name)
+	if svc == nil {
+		return netip.Addr{}, usagef("--to: service %s/%s not found in this scenario", ns, name)
+	}
+	if _, ok := svc.PortNumber(int(port)); !ok {
+		return netip.Addr{}, usagef("--to: service %s/%s has no port %d", ns, name, port)
+	}
+	if !svc.ClusterIP().IsValid() {
+		return netip.Addr{}, usagef("--to: service %s/%s is headless (no ClusterIP)", ns, name)
+	}
+	return svc.ClusterIP(), nil
 }
 
-// explore runs the walk in explore mode (every random branch with its
-// probability).
-//
-// PLUG-IN POINT (explore): exploration of branch points (random DNAT, ECMP,
-// flood) is not in the simulator yet; wire it here when it is.
-func explore(c *sim.Cluster, f *traceFlags) error {
-	_, _ = c, f
-	return usagef("--explore is not supported yet: the simulator cannot enumerate branches")
+// explore runs the walk once per branch (random endpoint choice) on a
+// fresh copy of the scenario and prints every outcome of the first packet
+// with its probability.
+func explore(f *traceFlags, walk func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error), out *bytes.Buffer) error {
+	if f.output != "text" && f.output != "json" {
+		return usagef("--explore prints text or json, not %s", f.output)
+	}
+	var client netip.Addr
+	branches, err := sim.Explore(func() (*sim.Cluster, error) { return loadScenario(f.scenario, f.seed) },
+		func(c *sim.Cluster, tr *trace.Trace) error {
+			ip, err := walk(c, tr)
+			client = ip
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	type row struct {
+		Probability float64 `json:"probability"`
+		Choices     []bool  `json:"choices"`
+		Outcome     string  `json:"outcome"`
+		Masquerade  bool    `json:"masquerade"`
+	}
+	rows := make([]row, len(branches))
+	for i, b := range branches {
+		o := scenarios.OutcomeOf(b.Trace, client)
+		rows[i] = row{Probability: b.Probability, Choices: b.Choices, Outcome: o.Endpoint, Masquerade: o.Masquerade}
+	}
+	if f.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"schema": "kubewalk.explore", "version": 1, "branches": rows})
+	}
+	fmt.Fprintf(out, "%d branch(es) for the first packet from %s to %s:\n", len(rows), f.from, f.to)
+	for _, r := range rows {
+		masq := ""
+		if r.Masquerade {
+			masq = " (source masqueraded)"
+		}
+		fmt.Fprintf(out, "%7.3f%%  %s%s\n", 100*r.Probability, r.Outcome, masq)
+	}
+	return nil
 }
