@@ -32,8 +32,9 @@
 // router solicitations, DAD and MLD reports would otherwise appear on every
 // device), and rp_filter is set to 0 (not modelled).
 //
-// kube-proxy's rules, when the cluster has them, are loaded in each node's
-// namespace the way kube-proxy loads them; see kubeProxyScript.
+// The iptables rules the simulator holds for a node (kube-proxy's chains,
+// flannel's FLANNEL-* rules) are loaded in its namespace with
+// iptables-restore; see netfilterScript.
 //
 // # Names
 //
@@ -345,8 +346,8 @@ func (g *gen) build(c *sim.Cluster, refs []nsRef) error {
 		}
 	}
 	for _, n := range c.Nodes() {
-		if s := kubeProxyScript(g.real[n.Host], n); s != "" {
-			g.comment(n.Name + ": kube-proxy rules")
+		if s := netfilterScript(g.real[n.Host], n); s != "" {
+			g.comment(n.Name + ": iptables (kube-proxy, flannel)")
 			g.setup.WriteString(s)
 		}
 	}

@@ -1,0 +1,304 @@
+package export_test
+
+// The real-kernel side of the differential tests: build an export in
+// namespaces the test owns, capture with AF_PACKET sockets at every device,
+// inject a frame with an AF_PACKET socket. Nothing here touches the host's
+// namespace: sockets are opened on a locked OS thread that enters the
+// target namespace and comes back, and every command is `ip -n`/`ip netns
+// exec` on a namespace the test created.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/export"
+	"golang.org/x/sys/unix"
+)
+
+// testPrefix starts the name of every namespace the differential tests
+// create; a case's namespaces are testPrefix-<case>-*.
+const testPrefix = "kwdiff"
+
+const (
+	// setupTimeout bounds the setup and teardown scripts.
+	setupTimeout = 60 * time.Second
+	// captureWindow is how long captures run after the frame is sent:
+	// every exchange here (ARP included) completes in well under it.
+	captureWindow = 600 * time.Millisecond
+)
+
+// needKernel skips unless the test can create network namespaces.
+func needKernel(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("differential tests against the Linux kernel need root (network namespaces, AF_PACKET sockets)")
+	}
+	for _, bin := range []string{"ip", "bridge", "sysctl"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("differential tests need %s (iproute2, procps): %v", bin, err)
+		}
+	}
+	probe := testPrefix + "-probe-" + fmt.Sprint(os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace here: %v: %s", err, out)
+	}
+	_ = exec.Command("ip", "netns", "del", probe).Run()
+}
+
+// deleteStale removes namespaces left by an earlier, killed run of the
+// same case (their names start with prefix-).
+func deleteStale(t *testing.T, prefix string) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || !strings.HasPrefix(f[0], prefix+"-") {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "del", f[0]).CombinedOutput(); err != nil {
+			t.Errorf("deleting stale namespace %s: %v: %s", f[0], err, out)
+		}
+	}
+}
+
+// buildReal exports c under testPrefix-name and runs the setup script; the
+// teardown runs when the test ends, whatever happens.
+func buildReal(t *testing.T, c *sim.Cluster, name string) *export.Export {
+	t.Helper()
+	prefix := testPrefix + "-" + name
+	deleteStale(t, prefix)
+	exp, err := export.Generate(c, export.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "sh", "-c", exp.Teardown).CombinedOutput(); err != nil {
+			t.Errorf("teardown: %v: %s", err, out)
+		}
+		deleteStale(t, prefix)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "sh", "-c", exp.Setup).CombinedOutput(); err != nil {
+		t.Fatalf("setup script: %v\n%s", err, out)
+	}
+	return exp
+}
+
+// inNetns runs f on an OS thread that has entered the named namespace. The
+// thread leaves the namespace before it is released; if it cannot, it is
+// never released and dies with its goroutine.
+func inNetns(name string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer self.Close()
+		target, err := os.Open("/var/run/netns/" + name)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns %s: %w", name, err)
+			return
+		}
+		ferr := f()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns back from %s: %w (thread discarded)", name, err)
+			return // thread stays locked and exits with this goroutine
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// packetSocket opens an AF_PACKET socket bound to dev in namespace ns.
+func packetSocket(ns, dev string) (int, error) {
+	fd := -1
+	err := inNetns(ns, func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+			unix.Close(s)
+			return err
+		}
+		fd = s
+		return nil
+	})
+	return fd, err
+}
+
+// frame is one frame seen at an observation point.
+type frame struct {
+	// Out is set for frames the device transmitted (PACKET_OUTGOING, or
+	// trace.Transmitted), clear for frames it received.
+	Out bool
+	B   []byte
+	// CsumCompleted is set when the kernel handed the frame over with
+	// CHECKSUM_PARTIAL (TP_STATUS_CSUMNOTREADY) and the capture filled in
+	// the transport checksum the way a NIC's checksum offload would.
+	CsumCompleted bool
+}
+
+// capture is an AF_PACKET socket collecting frames at one point.
+type capture struct {
+	pt     point
+	fd     int
+	frames []frame
+	err    error
+}
+
+func openCapture(ns string, pt point) (*capture, error) {
+	fd, err := packetSocket(ns, pt.Dev)
+	if err != nil {
+		return nil, fmt.Errorf("capture on %s %s: %w", ns, pt.Dev, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	tv := unix.NsecToTimeval(int64(20 * time.Millisecond))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// Drop anything queued between socket() and bind().
+	buf := make([]byte, 65536)
+	for {
+		if _, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT); err != nil {
+			break
+		}
+	}
+	return &capture{pt: pt, fd: fd}, nil
+}
+
+// run collects frames until stop.
+func (c *capture) run(stop time.Time) {
+	buf := make([]byte, 65536)
+	oob := make([]byte, 256)
+	for time.Now().Before(stop) {
+		n, oobn, _, from, err := unix.Recvmsg(c.fd, buf, oob, 0)
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				continue
+			}
+			c.err = err
+			return
+		}
+		if isIgnored(buf[:n]) {
+			continue
+		}
+		f := frame{B: append([]byte(nil), buf[:n]...)}
+		if sll, ok := from.(*unix.SockaddrLinklayer); ok && sll.Pkttype == unix.PACKET_OUTGOING {
+			f.Out = true
+		}
+		if partial(oob[:oobn]) {
+			f.CsumCompleted = completeChecksum(f.B)
+		}
+		c.frames = append(c.frames, f)
+	}
+}
+
+// partial reports whether the auxdata says the checksum is not ready.
+func partial(oob []byte) bool {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_PACKET && m.Header.Type == unix.PACKET_AUXDATA && len(m.Data) >= 4 {
+			return binary.NativeEndian.Uint32(m.Data[0:4])&unix.TP_STATUS_CSUMNOTREADY != 0
+		}
+	}
+	return false
+}
+
+// realRun is one injection into the real namespaces with captures at
+// every point.
+type realRun struct {
+	exp  *export.Export
+	pts  []point
+	src  point
+	send []byte
+}
+
+// do opens the captures, sends the frame from src and returns what each
+// point saw.
+func (r realRun) do() (map[point][]frame, error) {
+	var caps []*capture
+	defer func() {
+		for _, c := range caps {
+			unix.Close(c.fd)
+		}
+	}()
+	for _, pt := range r.pts {
+		ns, ok := r.exp.Netns(pt.Node, pt.Netns)
+		if !ok {
+			return nil, fmt.Errorf("no real namespace for %s", pt)
+		}
+		c, err := openCapture(ns, pt)
+		if err != nil {
+			return nil, err
+		}
+		caps = append(caps, c)
+	}
+	srcNS, ok := r.exp.Netns(r.src.Node, r.src.Netns)
+	if !ok {
+		return nil, fmt.Errorf("no real namespace for %s", r.src)
+	}
+	fd, err := packetSocket(srcNS, r.src.Dev)
+	if err != nil {
+		return nil, fmt.Errorf("send socket: %w", err)
+	}
+	defer unix.Close(fd)
+	stop := time.Now().Add(captureWindow)
+	var wg sync.WaitGroup
+	for _, c := range caps {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.run(stop) }()
+	}
+	if _, err := unix.Write(fd, r.send); err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	wg.Wait()
+	out := map[point][]frame{}
+	for _, c := range caps {
+		if c.err != nil {
+			return nil, fmt.Errorf("capture %s: %w", c.pt, c.err)
+		}
+		out[c.pt] = c.frames
+	}
+	return out, nil
+}
