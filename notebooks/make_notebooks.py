@@ -45,25 +45,25 @@ pod_to_pod = nb([
 ])
 
 services = nb([
- ("md", "# Services: ClusterIP, NodePort and conntrack\n\nA Service is not a process and not a device: it is a handful of iptables rules that kube-proxy writes on every node. A packet to the ClusterIP is rewritten (**DNAT**) to one pod, picked at random, and conntrack remembers the choice so the reply can be rewritten back.\n\n*Note: the Service integration of the simulator is landing right now; until it has, the cells that need a Service print the CLI's error instead of a walk.*"),
+ ("md", "# Services: ClusterIP, NodePort and conntrack\n\nA Service is not a process and not a device: it is a handful of iptables rules that kube-proxy writes on every node. A packet to the ClusterIP is rewritten (**DNAT**) to one pod, picked at random, and conntrack remembers the choice so the reply can be rewritten back."),
  ("code", SETUP),
  ("md", "## kube-proxy's rules\n\n`iptables-save` on a node shows the `KUBE-SERVICES` chain matching the ClusterIP, a `KUBE-SVC-…` chain choosing an endpoint with `--probability`, and one `KUBE-SEP-…` chain per endpoint doing the DNAT."),
- ("code", 'print(kw("state", "--scenario", "reference", "--node", "cka-w1", "iptables-save", ok=False)[:4000])'),
+ ("code", 'print(kw("state", "--scenario", "reference", "--node", "cka-w1", "iptables-save")[:4000])'),
  ("md", "## A ClusterIP walk\n\nThe client connects to the Service `net/web` on port 80. Look for the orange *DNAT* label: that is the moment the destination stops being the ClusterIP and becomes a pod IP. Depending on the random choice, the packet stays on cka-w1 or crosses to cka-w2."),
- ("code", 'out = kw("trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:80", "-o", "svg", ok=False)\ndisplay(SVG(out)) if out.startswith("<?xml") else print(out)'),
+ ("code", 'out = kw("trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:80", "-o", "svg")\ndisplay(SVG(out)) if out.startswith("<?xml") else print(out)'),
  ("md", "## Random, but reproducible\n\nkube-proxy's rule *i* of *n* matches with probability 1/(n−i), so every endpoint gets an equal share. kubewalk draws from a seeded random source: change `--seed` and the choice may change; keep it and the walk is identical."),
- ("code", 'for seed in range(1, 6):\n    out = kw("trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:80", "--seed", str(seed), "--level", "minimal", ok=False)\n    ends = [l for l in out.splitlines() if "delivered" in l and "tcp" in l][:1]\n    print(seed, ends[0] if ends else out.strip())'),
+ ("code", 'for seed in range(1, 6):\n    out = kw("trace", "--scenario", "reference", "--from", "net/client", "--to", "service/net/web:80", "--seed", str(seed), "--level", "minimal")\n    ends = [l for l in out.splitlines() if "delivered" in l and "tcp" in l][:1]\n    print(seed, ends[0] if ends else out.strip())'),
  ("md", "## NodePort\n\nFrom outside the cluster, a client uses any node's IP and the NodePort. The packet is DNATed on the node it hits — and **masqueraded** (SNAT to the node's address) when the chosen pod lives on another node, so that the reply comes back through the same node to be un-NATed."),
- ("code", 'out = kw("trace", "--scenario", "reference", "--from", "outside", "--to", "cka-w1:30080", "-o", "svg", ok=False)\ndisplay(SVG(out)) if out.startswith("<?xml") else print(out)'),
+ ("code", 'out = kw("trace", "--scenario", "reference", "--from", "outside", "--to", "cka-w1:30080", "-o", "svg")\ndisplay(SVG(out)) if out.startswith("<?xml") else print(out)'),
  ("md", "## conntrack\n\nAfter the walk, conntrack holds the entry that made the reply work: original tuple towards the ClusterIP, reply tuple from the pod."),
- ("code", 'print(kw("state", "--scenario", "reference", "--node", "cka-w1", "conntrack", ok=False))'),
+ ("code", 'print(kw("state", "--scenario", "reference", "--node", "cka-w1", "conntrack", "--from", "net/client", "--to", "service/net/web:80"))'),
 ])
 
 broken = nb([
  ("md", "# Three things that go wrong\n\nEach lab is the reference cluster with one mistake people really make. For each we run the same kind of walk and look for where it stops — the red X."),
  ("code", SETUP),
- ("md", "## 1. `br_netfilter` is off\n\nkubeadm's preflight asks for `net.bridge.bridge-nf-call-iptables = 1`. Without it, a packet that goes from one pod to another **through the bridge only** never meets iptables. That matters for the reply from a Service endpoint on the same node as the client: it is never un-DNATed, so the client receives an answer from the pod IP while it talked to the ClusterIP, and drops it.\n\n*Needs the Service integration; until it lands this cell shows the error.*"),
- ("code", 'out = kw("trace", "--scenario", "br-netfilter-off", "--from", "net/client", "--to", "service/net/web:80", "-o", "svg", ok=False)\ndisplay(SVG(out)) if out.startswith("<?xml") else print(out)'),
+ ("md", "## 1. `br_netfilter` is off\n\nkubeadm's preflight asks for `net.bridge.bridge-nf-call-iptables = 1`. Without it, a packet that goes from one pod to another **through the bridge only** never meets iptables. That matters for the reply from a Service endpoint on the same node as the client: it is never un-DNATed, so the client receives an answer from the pod IP while it talked to the ClusterIP, and drops it."),
+ ("code", 'out = kw("trace", "--scenario", "br-netfilter-off", "--from", "net/client", "--to", "service/net/web:80", "-o", "svg")\ndisplay(SVG(out)) if out.startswith("<?xml") else print(out)'),
  ("md", "## 2. Two nodes with the same podCIDR\n\nSomeone set `spec.podCIDR` by hand and gave cka-w1 and cka-w2 the same `10.244.1.0/24`. host-local on each node happily hands out the same addresses, and the other nodes can route that range to only one of them. Here a probe on cka-cp1 sends to `10.244.1.3` (web-1, on cka-w1) — but the route leads to cka-w2, where nobody answers ARP for that address."),
  ("code", 'print(kw("state", "--scenario", "duplicate-podcidr", "--node", "cka-cp1", "ip-route"))\nshow("trace", "--scenario", "duplicate-podcidr", "--from", "net/probe", "--to", "10.244.1.3", "--proto", "udp", "--port", "80")'),
  ("md", "The red X sits on cka-w2's `cni0`: *neighbour unresolved*. The fix is not in the network at all: delete the node objects and let kube-controller-manager allocate distinct ranges."),

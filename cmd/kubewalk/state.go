@@ -14,7 +14,10 @@ const stateUsage = `Print a node's datapath state the way iproute2 and friends p
 node, so the two can be set side by side. With no WHAT, print them all.
 
 Usage:
-  kubewalk state --scenario NAME --node NODE [WHAT]
+  kubewalk state --scenario NAME --node NODE [WHAT] [--from SOURCE --to DESTINATION]
+
+With --from and --to, a walk (as kubewalk trace) runs first, so the
+neighbour, FDB and conntrack tables show what it left behind.
 
 WHAT is one of:
   ip-addr          ip -4 addr
@@ -31,6 +34,9 @@ Examples:
 
   # The VXLAN forwarding entries: VTEP MAC -> node IP
   kubewalk state --scenario wrong-nic --node cka-w1 bridge-fdb
+
+  # conntrack after a connection to a Service: original and reply tuples
+  kubewalk state --scenario reference --node cka-w1 conntrack --from net/client --to service/net/web:80
 `
 
 var stateDumps = []struct {
@@ -69,9 +75,23 @@ func runState(args []string, out *bytes.Buffer, help io.Writer) error {
 	scenario := fs.String("scenario", "", "scenario (see kubewalk scenarios)")
 	node := fs.String("node", "", "node name")
 	seed := fs.Uint64("seed", 1, "random seed of the simulated world")
+	var walk traceFlags
+	fs.StringVar(&walk.from, "from", "", "run a walk first: its source (as kubewalk trace --from)")
+	fs.StringVar(&walk.to, "to", "", "run a walk first: its destination (as kubewalk trace --to)")
+	fs.StringVar(&walk.proto, "proto", "tcp", "protocol of the walk: tcp, udp or icmp")
+	fs.IntVar(&walk.port, "port", 0, "destination port of the walk when --to does not give one")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	walk.sport = 40000
+	if (walk.from == "") != (walk.to == "") {
+		return usagef("--from and --to go together")
+	}
+	switch walk.proto {
+	case "tcp", "udp", "icmp":
+	default:
+		return usagef("unknown --proto %q (want tcp, udp or icmp)", walk.proto)
 	}
 	if len(pos) > 1 {
 		return usagef("unexpected argument %q (one WHAT at a time)", pos[1])
@@ -97,6 +117,11 @@ func runState(args []string, out *bytes.Buffer, help io.Writer) error {
 	c, err := loadScenario(*scenario, *seed)
 	if err != nil {
 		return err
+	}
+	if walk.from != "" {
+		if _, err := walk.walk(c, nil); err != nil {
+			return err
+		}
 	}
 	n := c.Node(*node)
 	if n == nil {

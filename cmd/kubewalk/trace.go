@@ -102,49 +102,8 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	}
 	capture := f.output == "pcapng"
 	walk := func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
-		src, err := resolveSource(c, f.from)
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		dst, err := resolveDestination(c, f.to)
-		if err != nil {
-			return netip.Addr{}, err
-		}
-		port := dst.port
-		if port == 0 {
-			port = uint16(f.port)
-		}
-		if port == 0 {
-			port = 80
-		}
 		tr.Capture = capture
-		sport := uint16(f.sport)
-		switch f.proto {
-		case "tcp":
-			if _, err := src.ns.DialTCP(src.ip, dst.ip, sport, port, 1000, tr); err != nil {
-				return src.ip, err
-			}
-		case "udp":
-			if _, err := src.ns.ListenUDP(sport, false); err != nil {
-				return src.ip, fmt.Errorf("binding UDP port %d on %s: %w", sport, f.from, err)
-			}
-			ip, err := packet.UDP(packet.IP{Src: src.ip, Dst: dst.ip}, sport, port, []byte("kubewalk"))
-			if err != nil {
-				return src.ip, err
-			}
-			if err := c.World.Send(src.ns, ip, tr); err != nil {
-				return src.ip, err
-			}
-		case "icmp":
-			ip, err := packet.ICMPEcho(packet.IP{Src: src.ip, Dst: dst.ip}, 1, 1, []byte("kubewalk"))
-			if err != nil {
-				return src.ip, err
-			}
-			if err := c.World.Send(src.ns, ip, tr); err != nil {
-				return src.ip, err
-			}
-		}
-		return src.ip, c.World.Run()
+		return f.walk(c, tr)
 	}
 	if f.explore {
 		if _, err := loadScenario(f.scenario, f.seed); err != nil {
@@ -336,4 +295,51 @@ func explore(f *traceFlags, walk func(c *sim.Cluster, tr *trace.Trace) (netip.Ad
 		fmt.Fprintf(out, "%7.3f%%  %s%s\n", 100*r.Probability, r.Outcome, masq)
 	}
 	return nil
+}
+
+// walk sends the flags' packet exchange on c (traced into tr when tr is not
+// nil) and runs the world; it returns the client's address.
+func (f *traceFlags) walk(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
+	src, err := resolveSource(c, f.from)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	dst, err := resolveDestination(c, f.to)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	port := dst.port
+	if port == 0 {
+		port = uint16(f.port)
+	}
+	if port == 0 {
+		port = 80
+	}
+	sport := uint16(f.sport)
+	switch f.proto {
+	case "tcp":
+		if _, err := src.ns.DialTCP(src.ip, dst.ip, sport, port, 1000, tr); err != nil {
+			return src.ip, err
+		}
+	case "udp":
+		if _, err := src.ns.ListenUDP(sport, false); err != nil {
+			return src.ip, fmt.Errorf("binding UDP port %d on %s: %w", sport, f.from, err)
+		}
+		ip, err := packet.UDP(packet.IP{Src: src.ip, Dst: dst.ip}, sport, port, []byte("kubewalk"))
+		if err != nil {
+			return src.ip, err
+		}
+		if err := c.World.Send(src.ns, ip, tr); err != nil {
+			return src.ip, err
+		}
+	case "icmp":
+		ip, err := packet.ICMPEcho(packet.IP{Src: src.ip, Dst: dst.ip}, 1, 1, []byte("kubewalk"))
+		if err != nil {
+			return src.ip, err
+		}
+		if err := c.World.Send(src.ns, ip, tr); err != nil {
+			return src.ip, err
+		}
+	}
+	return src.ip, c.World.Run()
 }
