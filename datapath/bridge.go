@@ -120,12 +120,19 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 		port.drop(w, p, "bridge", ReasonDeviceDown, "bridge "+b.dev.Name+" is down")
 		return
 	}
-	src, dst := p.SrcMAC(), p.DstMAC()
+	src := p.SrcMAC()
 	b.learn(w, port, p, src)
 	p.Bridged = true
 	ns := b.dev.ns
-	// br_netfilter: bridged IPv4 frames traverse PREROUTING.
-	brnf := ns.Sysctl.BridgeNFCallIPTables && p.EtherType() == 0x0800
+	// br_netfilter: every bridged IPv4 frame traverses PREROUTING here,
+	// before the forwarding decision, whether it is for the host or not
+	// (br_nf_pre_routing); ip_rcv then skips PREROUTING for it.
+	if ns.Sysctl.BridgeNFCallIPTables && p.EtherType() == 0x0800 {
+		if !ns.bridgePrerouting(w, b, p) {
+			return
+		}
+	}
+	dst := p.DstMAC()
 	if dst.IsMulticast() {
 		b.flood(w, port, p, true)
 		return
@@ -134,18 +141,6 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 	if ok && fe.local {
 		b.up(w, p)
 		return
-	}
-	if brnf {
-		if !ns.bridgePrerouting(w, b, p) {
-			return
-		}
-		// DNAT may have turned a bridged frame into one for the host.
-		dst = p.DstMAC()
-		if fe2, ok2 := b.lookup(w.e.now, dst); ok2 && fe2.local {
-			b.up(w, p)
-			return
-		}
-		fe, ok = b.lookup(w.e.now, dst)
 	}
 	if !ok {
 		b.flood(w, port, p, false)
@@ -221,6 +216,26 @@ func (b *bridge) flood(w *Walk, in *Device, p *Packet, toHost bool) {
 // (br_dev_xmit): FDB lookup, else flood; no learning.
 func (b *bridge) localXmit(w *Walk, p *Packet) {
 	dst := p.DstMAC()
+	if p.bridgedDNAT {
+		// A frame br_netfilter DNATed to a neighbour on this bridge
+		// (br_nf_pre_routing_finish_bridge): bridged on with FORWARD and
+		// POSTROUTING, as if it had never left the bridge.
+		p.bridgedDNAT = false
+		if fe, ok := b.lookup(w.e.now, dst); ok && !fe.local {
+			if fe.port == p.InDev && !fe.port.Hairpin {
+				b.dev.drop(w, p, "bridge", ReasonHairpin, "destination "+dst.String()+" is behind ingress port "+fe.port.Name)
+				return
+			}
+			if p.Trace != nil {
+				w.Observe(p, trace.Observation{Node: b.dev.ns.Node, Netns: b.dev.ns.Name, Device: b.dev.Name, Stage: "bridge",
+					Action: trace.Forwarded, Summary: Summarize(p.Frame()), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
+			}
+			b.forward(w, fe.port, p)
+			return
+		}
+		b.flood(w, p.InDev, p, false)
+		return
+	}
 	p.InDev = nil
 	if !dst.IsMulticast() {
 		if fe, ok := b.lookup(w.e.now, dst); ok && !fe.local {

@@ -191,7 +191,7 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 	if e != nil {
 		ns.age(e)
 		if e.usable() {
-			p.SetMACs(dev.MAC, e.mac)
+			p.setNeighMACs(dev.MAC, e.mac)
 			dev.transmit(w, p)
 			return
 		}
@@ -382,7 +382,7 @@ func (ns *Netns) flushQueue(w *Walk, e *neighEntry) {
 	q := e.queue
 	e.queue = nil
 	for _, p := range q {
-		p.SetMACs(e.dev.MAC, e.mac)
+		p.setNeighMACs(e.dev.MAC, e.mac)
 		e.dev.transmit(w, p)
 	}
 }

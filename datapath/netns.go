@@ -407,7 +407,10 @@ func (ns *Netns) ipReceive(w *Walk, dev *Device, p *Packet) {
 	}
 	p.Truncate(EthHdrLen + tot) // strip Ethernet padding
 	p.Local = false
-	if !ns.runHook(w, Prerouting, p, dev) {
+	if p.brPrerouted {
+		// ip_sabotage_in: br_netfilter already ran PREROUTING in the bridge.
+		p.brPrerouted = false
+	} else if !ns.runHook(w, Prerouting, p, dev) {
 		return
 	}
 	ns.routeInput(w, dev, p)
@@ -553,10 +556,13 @@ func (ns *Netns) postrouting(w *Walk, p *Packet) {
 }
 
 // bridgePrerouting runs PREROUTING for a bridged IPv4 frame
-// (br_nf_pre_routing). If DNAT moved the destination off this bridge's
-// network, the frame is redirected to the host by rewriting its
-// destination MAC to the bridge's, as br_nf_pre_routing_finish does.
-// It returns false if the packet was consumed.
+// (br_nf_pre_routing), with the bridge as the in device iptables sees. If
+// DNAT moved the destination, br_nf_pre_routing_finish routes the new
+// destination: onto the bridge's own network, the frame is resolved with
+// ARP on the bridge and bridged on, keeping its source MAC and TTL
+// (br_nf_pre_routing_finish_bridge); anywhere else, it is sent up to the
+// host by rewriting its destination MAC to the bridge's. It returns false
+// if the packet was consumed.
 func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 	if _, err := ValidateIPv4(p.Frame()[EthHdrLen:]); err != nil {
 		ns.drop(w, p, b.dev, "br_netfilter", ReasonMalformed, err.Error())
@@ -569,15 +575,20 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 		return false
 	}
 	p.InDev = port
+	p.brPrerouted = true
 	after := [4]byte(p.IPv4()[16:20])
 	if before == after {
 		return true
 	}
-	if r, ok := ns.Routes.Lookup(after); ok && r.Dev == b.dev.Index && !r.Gw.IsValid() && !ns.IsLocal(after) {
-		if e := ns.neigh.get(b.dev.Index, after); e != nil && e.usable() {
-			p.SetMACs(p.SrcMAC(), e.mac)
-			return true
+	if r, ok := ns.Routes.Lookup(after); ok && r.Dev == b.dev.Index && !ns.IsLocal(after) {
+		nh := nextHop(r, p.IPv4())
+		p.bridgedDNAT = true
+		p.keepSrcMAC = true
+		if p.Trace != nil {
+			ns.observe(w, p, b.dev, "br_netfilter", trace.Routed, "DNAT onto the bridge's network: bridged to "+addrString(nh)+" ("+r.String()+")")
 		}
+		ns.neighOutput(w, b.dev, nh, p)
+		return false
 	}
 	p.SetMACs(p.SrcMAC(), b.dev.MAC)
 	return true

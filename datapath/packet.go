@@ -57,6 +57,13 @@ type Packet struct {
 	// It is set by the conntrack stage and read by NAT and the ctstate match.
 	CT CTRef
 
+	// brPrerouted marks a frame br_netfilter already ran PREROUTING for, so
+	// ip_rcv skips it; bridgedDNAT marks one br_netfilter DNATed onto the
+	// bridge's own network, to be bridged on; keepSrcMAC makes the neighbour
+	// layer set only the destination MAC (the bridged frame keeps its
+	// sender's).
+	brPrerouted, bridgedDNAT, keepSrcMAC bool
+
 	// Trace, when not nil, receives an observation from every stage that acts
 	// on this packet. ID and Parent number this copy within the trace.
 	Trace      *Trace
@@ -212,4 +219,14 @@ func (p *Packet) SetMACs(src, dst MAC) {
 func (p *Packet) scrub() {
 	p.CT = CTRef{}
 	p.Mark = 0
+}
+
+// setNeighMACs fills in the Ethernet addresses the neighbour layer chose,
+// keeping the source MAC of a frame br_netfilter is bridging on.
+func (p *Packet) setNeighMACs(src, dst MAC) {
+	if p.keepSrcMAC {
+		p.keepSrcMAC = false
+		src = p.SrcMAC()
+	}
+	p.SetMACs(src, dst)
 }

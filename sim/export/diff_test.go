@@ -253,28 +253,10 @@ func runCase(t *testing.T, c diffCase) {
 var knownDisagreements = []struct {
 	Case, Contains, Why string
 }{
-	{
-		Case: "svc-clusterip", Contains: "cka-w1/host cni0: rx 10.244.1.2.40003 > ",
-		Why: "br_netfilter runs PREROUTING (DNAT) in the bridge's NF_BR_PRE_ROUTING hook, before " +
-			"br_handle_frame_finish passes a frame for the bridge's own MAC up, so the kernel's tap on " +
-			"cni0 sees the frame already DNATed (and ip_sabotage_in skips PREROUTING in ip_rcv); kubewalk " +
-			"passes frames for the bridge's MAC up first and runs PREROUTING in ipReceive, so its cni0 rx " +
-			"shows the ClusterIP. Every other point agrees byte for byte.",
-	},
-	{
-		Case: "svc-nodeport", Contains: "cka-w1/host cni0: rx 10.244.1.3.80 > ",
-		Why: "same root cause as the first entry, on the reply: when the endpoint is web-1, br_netfilter's " +
-			"PREROUTING (conntrack un-SNAT/un-DNAT) runs in the bridge before the RST is passed up, so the " +
-			"kernel's cni0 tap sees it already translated back to 192.168.122.21:30080 > 192.168.122.100; " +
-			"kubewalk's cni0 rx shows it as web-1 sent it (to the masquerade address 10.244.1.1)",
-	},
-	{
-		Case: "svc-clusterip", Contains: "10.244.1.2.40003 > 10.244.1.3.80",
-		Why: "same-node endpoint (web-1): after DNAT in the bridge's PREROUTING to an address on cni0's own " +
-			"network, br_nf_pre_routing_finish_bridge resolves the neighbour on cni0 and transmits the frame " +
-			"on the bridge device still bridged: cni0 tx, source MAC the client's, TTL 64; kubewalk sends it " +
-			"up to the host and routes it: cni0 rx, source MAC cni0's, TTL 63",
-	},
+	// None left. Fixed in datapath: br_netfilter runs PREROUTING in the
+	// bridge for every IPv4 frame before the forwarding decision (and
+	// ip_rcv skips it), and a frame DNATed onto the bridge's own network is
+	// resolved with ARP on cni0 and bridged on with its source MAC and TTL.
 }
 
 func known(caseName string, d disagreement) (string, bool) {
