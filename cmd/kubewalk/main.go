@@ -40,6 +40,7 @@ var commands = []command{
 	{"scenarios", "List the built-in scenarios", scenariosUsage, runScenarios},
 	{"trace", "Walk a packet (TCP handshake, UDP datagram or ping) and show where it went", traceUsage, runTrace},
 	{"state", "Print a node's datapath state (ip addr/route/neigh, bridge fdb, ...)", stateUsage, runState},
+	{"export", "Write a shell script that builds the scenario in real network namespaces", exportUsage, runExport},
 }
 
 const rootUsage = `kubewalk walks packets through a simulated Kubernetes node datapath.
@@ -116,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "kubewalk: unknown command %q (want scenarios, trace or state; see kubewalk --help)\n", name)
+	fmt.Fprintf(stderr, "kubewalk: unknown command %q (want scenarios, trace, state or export; see kubewalk --help)\n", name)
 	return 2
 }
 

@@ -122,6 +122,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"state", "--scenario", "reference", "--node", "cka-w9", "ip-route"}, `node "cka-w9" not found`},
 		{[]string{"state", "--scenario", "reference", "--node", "cka-w1", "ip-rule"}, `unknown state "ip-rule"`},
 		{[]string{"scenarios", "extra"}, `unexpected argument "extra"`},
+		{[]string{"export", "--scenario", "nope"}, `unknown scenario "nope"`},
+		{[]string{"export", "--scenario", "reference", "-o", "yaml"}, `unknown output format "yaml"`},
 	} {
 		code, out, errs := call(tc.args...)
 		require.Equal(t, 2, code, "%v: %s", tc.args, errs)
@@ -160,4 +162,17 @@ func TestServicesExploreAndNetfilterState(t *testing.T) {
 	code, _, errs = call("state", "--scenario", "reference", "--node", "cka-w1", "conntrack", "--from", "net/client")
 	require.Equal(t, 2, code)
 	require.Contains(t, errs, "--from and --to go together")
+}
+
+func TestExport(t *testing.T) {
+	code, setup, errs := call("export", "--scenario", "reference")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, setup, "ip netns add kw-")
+	require.Contains(t, setup, "type vxlan id 1")
+	require.Contains(t, setup, "dstport 8472")
+	require.Contains(t, setup, "iptables-restore")
+	code, down, errs := call("export", "--scenario", "reference", "--teardown", "--prefix", "kwx")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, down, "ip netns del kwx-cka-w1")
+	require.NotContains(t, down, "ip link", "teardown only deletes namespaces it created")
 }
