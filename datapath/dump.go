@@ -2,8 +2,9 @@ package datapath
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
+
+	"go4.org/netipx"
 )
 
 // Dumps of namespace state in the layout iproute2 6.1 prints, so a user can
@@ -79,7 +80,7 @@ func (ns *Netns) IPAddr() string {
 			}
 			l := "    inet " + a.Prefix.String()
 			if a.Prefix.Bits() < 31 && d.Kind != KindLoopback {
-				l += " brd " + broadcastOf(a.Prefix).String()
+				l += " brd " + netipx.PrefixLastIP(a.Prefix).String()
 			}
 			scope := "global"
 			if d.Kind == KindLoopback {
@@ -101,16 +102,6 @@ func (ns *Netns) IPAddr() string {
 		}
 	}
 	return b.String()
-}
-
-func broadcastOf(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	host := ^uint32(0) >> p.Bits()
-	a[0] |= byte(host >> 24)
-	a[1] |= byte(host >> 16)
-	a[2] |= byte(host >> 8)
-	a[3] |= byte(host)
-	return netip.AddrFrom4(a)
 }
 
 // IPLink prints one device as `ip link show dev NAME` (or `ip -d link

@@ -399,26 +399,10 @@ func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet) {
 	}
 	l := ns.sockets.tcp[t.DestinationPort()]
 	if l == nil {
-		if flags&header.TCPFlagRst != 0 {
+		if !ns.sendReset(w, p, dev, "RST: nothing listens on tcp port "+itoa(int(t.DestinationPort()))) {
 			ns.drop(w, p, dev, "tcp", ReasonTCPReset, "RST to a closed port")
 			return
 		}
-		// tcp_v4_send_reset
-		var seq, ack uint32
-		rf := header.TCPFlagRst
-		if flags&header.TCPFlagAck != 0 {
-			seq = t.AckNumber()
-		} else {
-			ack = t.SequenceNumber() + dlen
-			if flags&header.TCPFlagSyn != 0 {
-				ack++
-			}
-			if flags&header.TCPFlagFin != 0 {
-				ack++
-			}
-			rf |= header.TCPFlagAck
-		}
-		ns.tcpSend(w, p, dev, seq, ack, rf, 0, 0, "RST: nothing listens on tcp port "+itoa(int(t.DestinationPort())))
 		ns.drop(w, p, dev, "tcp", ReasonTCPReset, "nothing listens on tcp port "+itoa(int(t.DestinationPort()))+" (RST sent)")
 		return
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kubewalk/kubewalk/datapath/route"
 	"github.com/kubewalk/kubewalk/datapath/trace"
+	"go4.org/netipx"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
@@ -207,14 +208,7 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 		return nil
 	}
 	if p.Bits() < 31 {
-		m := p.Masked()
-		b := m.Addr().As4()
-		host := ^uint32(0) >> p.Bits()
-		b[0] |= byte(host >> 24)
-		b[1] |= byte(host >> 16)
-		b[2] |= byte(host >> 8)
-		b[3] |= byte(host)
-		ns.bcast[b] = true
+		ns.bcast[netipx.PrefixLastIP(p).As4()] = true
 	}
 	if p.Bits() < 32 {
 		r := route.Route{Dst: p.Masked(), Dev: d.Index, DevName: d.Name, Proto: route.ProtoKernel,

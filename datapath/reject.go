@@ -21,27 +21,30 @@ func (ns *Netns) SendICMPError(w *Walk, orig *Packet, typ, code uint8) {
 // modified or released.
 func (ns *Netns) SendTCPReset(w *Walk, orig *Packet) {
 	ip := orig.IPv4()
-	if ip.Protocol() != ProtoTCP || ip.FragmentOffset() != 0 {
+	if ip.Protocol() != ProtoTCP || ip.FragmentOffset() != 0 || len(orig.L4()) < header.TCPMinimumSize {
 		return
 	}
+	ns.sendReset(w, orig, orig.InDev, "RST (REJECT --reject-with tcp-reset)")
+}
+
+// sendReset answers the TCP segment in orig with a RST as
+// tcp_v4_send_reset (and nf_send_reset) build it: nothing for a RST; if
+// orig carries an ACK the RST's sequence number is orig's acknowledgement
+// number, otherwise the RST acknowledges orig's sequence space (SYN and FIN
+// count one). It reports whether a RST was sent.
+func (ns *Netns) sendReset(w *Walk, orig *Packet, dev *Device, what string) bool {
 	l4 := orig.L4()
-	if len(l4) < header.TCPMinimumSize {
-		return
-	}
 	t := header.TCP(l4)
 	flags := t.Flags()
 	if flags&header.TCPFlagRst != 0 {
-		return
+		return false
 	}
 	var seq, ack uint32
 	rf := header.TCPFlagRst
 	if flags&header.TCPFlagAck != 0 {
 		seq = t.AckNumber()
 	} else {
-		off := int(t.DataOffset())
-		if off > len(l4) {
-			off = len(l4)
-		}
+		off := min(int(t.DataOffset()), len(l4))
 		ack = t.SequenceNumber() + uint32(len(l4)-off)
 		if flags&header.TCPFlagSyn != 0 {
 			ack++
@@ -51,5 +54,6 @@ func (ns *Netns) SendTCPReset(w *Walk, orig *Packet) {
 		}
 		rf |= header.TCPFlagAck
 	}
-	ns.tcpSend(w, orig, orig.InDev, seq, ack, rf, 0, 0, "RST (REJECT --reject-with tcp-reset)")
+	ns.tcpSend(w, orig, dev, seq, ack, rf, 0, 0, what)
+	return true
 }

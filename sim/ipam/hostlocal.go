@@ -7,6 +7,8 @@ package ipam
 import (
 	"fmt"
 	"net/netip"
+
+	"go4.org/netipx"
 )
 
 // ErrRangeFull is returned when no address is free, with the message the
@@ -60,19 +62,9 @@ func NewHostLocal(subnet netip.Prefix) (*HostLocal, error) {
 		return nil, &ErrConfig{Msg: fmt.Sprintf("subnet %v is too small (need at least /30)", subnet)}
 	}
 	first := subnet.Addr().Next()
-	last := broadcast(subnet).Prev()
+	last := netipx.PrefixLastIP(subnet).Prev()
 	return &HostLocal{Subnet: subnet, Gateway: first, first: first, last: last,
 		byAddr: map[netip.Addr]string{}, byID: map[string]netip.Addr{}}, nil
-}
-
-func broadcast(p netip.Prefix) netip.Addr {
-	a := p.Addr().As4()
-	host := ^uint32(0) >> p.Bits()
-	a[0] |= byte(host >> 24)
-	a[1] |= byte(host >> 16)
-	a[2] |= byte(host >> 8)
-	a[3] |= byte(host)
-	return netip.AddrFrom4(a)
 }
 
 // Capacity is the number of addresses that can be handed out (the range
