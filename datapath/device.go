@@ -157,7 +157,10 @@ func (d *Device) receive(w *Walk, p *Packet) {
 		d.observe(w, p, "rx", trace.Received, ethDetail(p))
 	}
 	if len(d.rx) > 0 {
-		switch v := d.rx.run(w, p); v.Code {
+		w.dev = d
+		v := d.rx.run(w, p)
+		w.dev = nil
+		switch v.Code {
 		case Drop:
 			d.drop(w, p, "rx", v.Reason, "")
 			return
@@ -180,7 +183,10 @@ func (d *Device) transmit(w *Walk, p *Packet) {
 		return
 	}
 	if len(d.tx) > 0 {
-		switch v := d.tx.run(w, p); v.Code {
+		w.dev = d
+		v := d.tx.run(w, p)
+		w.dev = nil
+		switch v.Code {
 		case Drop:
 			d.Stats.TxDropped++
 			d.drop(w, p, "tx", v.Reason, "")

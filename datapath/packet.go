@@ -63,6 +63,9 @@ type Packet struct {
 	// layer set only the destination MAC (the bridged frame keeps its
 	// sender's).
 	brPrerouted, bridgedDNAT, keepSrcMAC bool
+	// delayedBy is the Delay stage that released this packet, so the stage
+	// lets it through when it comes back.
+	delayedBy *Delay
 
 	// Trace, when not nil, receives an observation from every stage that acts
 	// on this packet. ID and Parent number this copy within the trace.

@@ -126,6 +126,9 @@ func (l hookList) run(w *Walk, p *Packet) Verdict {
 // scheduling) and the chooser used at branch points.
 type Walk struct {
 	e *Engine
+	// dev is the device whose rx or tx stages are running, for stages that
+	// record where they acted.
+	dev *Device
 	// Chooser, when set, decides branch points (random endpoint choice)
 	// instead of the random source; explore mode uses it to enumerate every
 	// branch. It returns whether the branch taken with probability p matches.
@@ -164,4 +167,15 @@ func (w *Walk) Observe(p *Packet, o trace.Observation) {
 	o.Packet = p.ID
 	o.Parent = p.Parent
 	p.Trace.Add(o)
+}
+
+// Device returns the device whose rx or tx stages are running, or nil when
+// the stage runs on a netfilter hook.
+func (w *Walk) Device() *Device { return w.dev }
+
+// where fills an observation's location from the running device.
+func (w *Walk) where(o *trace.Observation) {
+	if d := w.dev; d != nil && d.ns != nil {
+		o.Node, o.Netns, o.Device = d.ns.Node, d.ns.Name, d.Name
+	}
 }
