@@ -18,6 +18,7 @@ const (
 	KindVXLAN
 )
 
+// String implements fmt.Stringer.
 func (k DeviceKind) String() string {
 	switch k {
 	case KindLoopback:

@@ -172,6 +172,7 @@ type ErrEventLimit struct {
 	At     time.Duration
 }
 
+// Error implements the error interface.
 func (e *ErrEventLimit) Error() string {
 	return "datapath: event limit reached (" + itoa(e.Events) + " events); a forwarding loop?"
 }

@@ -64,6 +64,7 @@ type FrameError struct {
 	Reason string
 }
 
+// Error implements the error interface.
 func (e *FrameError) Error() string { return "malformed " + e.Layer + " frame: " + e.Reason }
 
 // ConfigError reports an impossible or invalid configuration request: a
@@ -75,6 +76,7 @@ type ConfigError struct {
 	Reason string
 }
 
+// Error implements the error interface.
 func (e *ConfigError) Error() string {
 	return e.Op + " " + e.Object + ": " + e.Reason
 }

@@ -59,6 +59,7 @@ type ErrAddrInUse struct {
 	Port  uint16
 }
 
+// Error implements the error interface.
 func (e *ErrAddrInUse) Error() string {
 	return "bind " + e.Proto + " port " + itoa(int(e.Port)) + " in " + e.Netns + ": address already in use"
 }

@@ -22,6 +22,7 @@ const (
 	NeighNoARP
 )
 
+// String implements fmt.Stringer.
 func (s NeighState) String() string {
 	switch s {
 	case NeighIncomplete:

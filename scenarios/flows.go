@@ -102,6 +102,7 @@ type FlowOutcome struct {
 	Probability float64
 }
 
+// String implements fmt.Stringer.
 func (o FlowOutcome) String() string {
 	s := o.Endpoint
 	if o.Masquerade {

@@ -55,6 +55,7 @@ type ConfigError struct {
 	Msg    string
 }
 
+// Error implements the error interface.
 func (e *ConfigError) Error() string {
 	if e.Field == "" {
 		return e.Object + ": " + e.Msg

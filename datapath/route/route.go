@@ -23,6 +23,7 @@ const (
 	ProtoDHCP   Proto = 16
 )
 
+// String implements fmt.Stringer.
 func (p Proto) String() string {
 	switch p {
 	case ProtoBoot:
@@ -134,6 +135,7 @@ type Error struct {
 	Msg   string
 }
 
+// Error implements the error interface.
 func (e *Error) Error() string { return "route " + e.Op + " " + e.Route + ": " + e.Msg }
 
 // Table is a routing table. Lookup is a longest-prefix match over one map

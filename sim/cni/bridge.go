@@ -40,9 +40,11 @@ type Error struct {
 	Err    error
 }
 
+// Error implements the error interface.
 func (e *Error) Error() string {
 	return "plugin type=\"" + e.Plugin + "\" failed (add): " + e.Err.Error()
 }
+// Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
 // BridgeAdd runs the bridge plugin's ADD for containerID, whose sandbox is

@@ -123,6 +123,7 @@ func Script(c *sim.Cluster, opts Options) (setup, teardown string, err error) {
 // Error reports a cluster that cannot be exported.
 type Error struct{ Msg string }
 
+// Error implements the error interface.
 func (e *Error) Error() string { return "export: " + e.Msg }
 
 // placeholder stands for the prefix while the script is generated, so the

@@ -77,6 +77,7 @@ type Error struct {
 	Msg  string
 }
 
+// Error implements the error interface.
 func (e *Error) Error() string { return "flanneld on " + e.Node + ": " + e.Msg }
 
 // Join starts flanneld on a node: creates the VTEP on iface with publicIP

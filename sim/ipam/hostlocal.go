@@ -17,6 +17,7 @@ type ErrRangeFull struct {
 	First, Last netip.Addr
 }
 
+// Error implements the error interface.
 func (e *ErrRangeFull) Error() string {
 	return fmt.Sprintf("no IP addresses available in range set: %s-%s", e.First, e.Last)
 }
@@ -27,6 +28,7 @@ type ErrDuplicate struct {
 	Addr netip.Addr
 }
 
+// Error implements the error interface.
 func (e *ErrDuplicate) Error() string {
 	return fmt.Sprintf("%s has been allocated to %s, duplicate allocation is not allowed", e.Addr, e.ID)
 }
@@ -34,6 +36,7 @@ func (e *ErrDuplicate) Error() string {
 // ErrConfig reports an unusable range.
 type ErrConfig struct{ Msg string }
 
+// Error implements the error interface.
 func (e *ErrConfig) Error() string { return "host-local: " + e.Msg }
 
 // HostLocal allocates from one subnet (`"subnet": "usePodCidr"` resolves to

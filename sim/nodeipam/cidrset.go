@@ -16,6 +16,7 @@ type ErrNoCIDRsRemaining struct {
 	Mask    int
 }
 
+// Error implements the error interface.
 func (e *ErrNoCIDRsRemaining) Error() string {
 	return fmt.Sprintf("CIDR allocation failed; there are no remaining CIDRs left to allocate in the accepted range (cluster %s, /%d per node)", e.Cluster, e.Mask)
 }
@@ -23,6 +24,7 @@ func (e *ErrNoCIDRsRemaining) Error() string {
 // ErrConfig reports an unusable --cluster-cidr / --node-cidr-mask-size pair.
 type ErrConfig struct{ Msg string }
 
+// Error implements the error interface.
 func (e *ErrConfig) Error() string { return "node ipam: " + e.Msg }
 
 // CIDRSet hands out /MaskSize blocks of Cluster in order, lowest first,

@@ -16,6 +16,7 @@ import (
 // Error reports an invalid builder argument.
 type Error struct{ Msg string }
 
+// Error implements the error interface.
 func (e *Error) Error() string { return "packet: " + e.Msg }
 
 // IP holds the IPv4 header fields a sender chooses. Zero TTL means 64 (the
