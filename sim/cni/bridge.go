@@ -44,6 +44,7 @@ type Error struct {
 func (e *Error) Error() string {
 	return "plugin type=\"" + e.Plugin + "\" failed (add): " + e.Err.Error()
 }
+
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
