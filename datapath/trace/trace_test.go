@@ -57,3 +57,29 @@ func TestOutcomes(t *testing.T) {
 	tr.Obs = tr.Obs[:2]
 	require.Equal(t, Action(0), tr.Outcomes()[0].Action, "still in flight")
 }
+
+// FuzzReadJSON: whatever the bytes, ReadJSON returns a trace or an error,
+// and a trace it accepts writes back to a document it accepts again.
+func FuzzReadJSON(f *testing.F) {
+	var buf bytes.Buffer
+	_ = sample().WriteJSON(&buf)
+	f.Add(buf.String())
+	f.Add(`{"schema":"kubewalk.trace","version":1,"observations":[{"action":"dropped","packet":-3}]}`)
+	f.Add(`{"schema":"kubewalk.trace","version":1,"observations":[{"frame":"!!"}]}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		tr, err := ReadJSON(bytes.NewBufferString(s))
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := tr.WriteJSON(&out); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		if _, err := ReadJSON(&out); err != nil {
+			t.Fatalf("re-read of accepted trace failed: %v", err)
+		}
+		_ = tr.Text(Detailed)
+		_ = tr.Outcomes()
+	})
+}
