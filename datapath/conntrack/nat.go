@@ -239,6 +239,18 @@ func (e *Entry) l4UniqueTuple(w *datapath.Walk, t Tuple, r *NATRange, m Manip) T
 // TCP/UDP checksum incrementally (a zero UDP checksum stays zero) and, for
 // ICMP queries, the identifier. It returns whether it rewrote anything.
 func (e *Entry) ManipPacket(p *datapath.Packet, info CTInfo, m Manip) bool {
+	target, ok := e.binding(info, m)
+	if !ok {
+		return false
+	}
+	return manipIP(p.IPv4(), target, m)
+}
+
+// binding returns the tuple a packet in direction info is rewritten to by
+// manipulation m, and whether the connection has such a binding: in the
+// original direction a source (destination) binding applies; in the reply
+// direction the opposite one is undone.
+func (e *Entry) binding(info CTInfo, m Manip) (Tuple, bool) {
 	statusbit := StatusSrcNAT
 	if m == ManipDst {
 		statusbit = StatusDstNAT
@@ -249,9 +261,9 @@ func (e *Entry) ManipPacket(p *datapath.Packet, info CTInfo, m Manip) bool {
 		other = e.Orig
 	}
 	if e.Status&statusbit == 0 {
-		return false
+		return Tuple{}, false
 	}
-	return manipIP(p.IPv4(), other.Invert(), m)
+	return other.Invert(), true
 }
 
 // TranslateICMPError applies the binding to an ICMP error RELATED to the
@@ -260,16 +272,8 @@ func (e *Entry) ManipPacket(p *datapath.Packet, info CTInfo, m Manip) bool {
 // the outer header is translated like a reply, then the ICMP checksum is
 // recomputed. It returns whether it rewrote anything.
 func (e *Entry) TranslateICMPError(p *datapath.Packet, info CTInfo, m Manip) bool {
-	statusbit := StatusSrcNAT
-	if m == ManipDst {
-		statusbit = StatusDstNAT
-	}
-	other := e.Reply
-	if info.Reply() {
-		statusbit ^= StatusNATMask
-		other = e.Orig
-	}
-	if e.Status&statusbit == 0 {
+	target, ok := e.binding(info, m)
+	if !ok {
 		return false
 	}
 	ip := p.IPv4()
@@ -278,11 +282,11 @@ func (e *Entry) TranslateICMPError(p *datapath.Packet, info CTInfo, m Manip) boo
 		return false
 	}
 	icmp := pr.l4
-	changed := manipIP(icmp[8:], other, 1-m)
+	changed := manipIP(icmp[8:], target.Invert(), 1-m)
 	icmp[2], icmp[3] = 0, 0
 	c := ^checksum.Checksum(icmp, 0)
 	icmp[2], icmp[3] = byte(c>>8), byte(c)
-	if manipIP(ip, other.Invert(), m) {
+	if manipIP(ip, target, m) {
 		changed = true
 	}
 	return changed
