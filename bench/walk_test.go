@@ -79,22 +79,29 @@ func BenchmarkSameNodePodToPodUDP(b *testing.B) { benchSameNodeUDP(b, false) }
 // BenchmarkSameNodePodToPodUDPTraced is the same walk with tracing on.
 func BenchmarkSameNodePodToPodUDPTraced(b *testing.B) { benchSameNodeUDP(b, true) }
 
-// BenchmarkCrossNodePodToPodTCP: a TCP segment from net/client on cka-w1 to
-// net/web-2 on cka-w2: routed by cka-w1 into flannel.1, VXLAN-encapsulated,
+// BenchmarkCrossNodePodToPodTCP: a TCP segment of an established connection
+// from net/client on cka-w1 to net/web-2 on cka-w2: routed by cka-w1 into flannel.1, VXLAN-encapsulated,
 // across the underlay, decapsulated and routed into cni0 on cka-w2.
 func BenchmarkCrossNodePodToPodTCP(b *testing.B) {
 	r, err := scenarios.NewReference(1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := r.Web2.Netns
-	_ = l
-	ip, err := packet.TCP(packet.IP{Src: r.Client.IP, Dst: r.Web2.IP}, packet.TCPSegment{
-		Sport: 40000, Dport: 80, Seq: 1, Ack: 1, Flags: packet.TCPFlags{ACK: true}})
+	// A real handshake first, so conntrack on both nodes has seen a reply
+	// and the segments below are ESTABLISHED, not NEW (an unreplied flow
+	// stays NEW in the kernel and keeps matching --ctstate NEW rules).
+	c, err := r.Client.Netns.DialTCP(r.Client.IP, r.Web2.IP, 40000, 80, 1, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	warm(b, r.Client.Netns, ip)
+	if err := r.World.Run(); err != nil || !c.Established {
+		b.Fatal("handshake failed", err)
+	}
+	ip, err := packet.TCP(packet.IP{Src: r.Client.IP, Dst: r.Web2.IP}, packet.TCPSegment{
+		Sport: 40000, Dport: 80, Seq: 2, Ack: 1, Flags: packet.TCPFlags{ACK: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	w2 := r.W2.Host.Device("flannel.1")
 	before := w2.Stats.RxPackets
 	runPackets(b, r.Client.Netns, ip, nil, func() {
