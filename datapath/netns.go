@@ -551,12 +551,14 @@ func (ns *Netns) postrouting(w *Walk, p *Packet) {
 
 // bridgePrerouting runs PREROUTING for a bridged IPv4 frame
 // (br_nf_pre_routing), with the bridge as the in device iptables sees. If
-// DNAT moved the destination, br_nf_pre_routing_finish routes the new
-// destination: onto the bridge's own network, the frame is resolved with
-// ARP on the bridge and bridged on, keeping its source MAC and TTL
-// (br_nf_pre_routing_finish_bridge); anywhere else, it is sent up to the
-// host by rewriting its destination MAC to the bridge's. It returns false
-// if the packet was consumed.
+// NAT moved the destination, br_nf_pre_routing_finish routes the new
+// destination. Onto the bridge's own network the frame stays bridged,
+// keeping its source MAC and TTL (br_nf_pre_routing_finish_bridge): with the
+// neighbour already resolved it is re-addressed and forwarded in place,
+// otherwise ARP runs on the bridge and the frame leaves through the bridge
+// device. Anywhere else, it is sent up to the host by rewriting its
+// destination MAC to the bridge's. It returns false if the packet was
+// consumed.
 func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 	if _, err := ValidateIPv4(p.Frame()[EthHdrLen:]); err != nil {
 		ns.drop(w, p, b.dev, "br_netfilter", ReasonMalformed, err.Error())
@@ -576,6 +578,15 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 	}
 	if r, ok := ns.Routes.Lookup(after); ok && r.Dev == b.dev.Index && !ns.IsLocal(after) {
 		nh := nextHop(r, p.IPv4())
+		if e := ns.neigh.get(b.dev.Index, nh); e != nil && e.usable() {
+			// The neighbour's header is cached (neigh->hh): rewrite the
+			// destination MAC, keep the source, and carry on bridging
+			// in place (br_handle_frame_finish), without a cni0 transmit.
+			p.SetMACs(p.SrcMAC(), e.mac)
+			return true
+		}
+		// Not resolved yet: neigh->output resolves it with ARP on the
+		// bridge and transmits the frame on the bridge device.
 		p.bridgedDNAT = true
 		p.keepSrcMAC = true
 		if p.Trace != nil {

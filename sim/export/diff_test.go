@@ -345,6 +345,32 @@ func init() {
 			check:  delivered("outside", "192.168.122.21.30080 > 192.168.122.100.40004"),
 		},
 		diffCase{
+			// Pod to a ClusterIP whose one endpoint is on the other node:
+			// DNAT on cka-w1, VXLAN to cka-w2, the RST un-DNATed back.
+			name:    "svc-clusterip-remote-endpoint",
+			prepare: singleEndpointService("web-2", "10.111.0.98"),
+			from:    podEth0(client),
+			frame: func(t *testing.T, r *scenarios.Reference) []byte {
+				ip := must(t)(packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: netip.MustParseAddr("10.111.0.98"), ID: 0x9999}, 40006, 80, 4000))
+				return packet.Ethernet(mac(r.Client.Netns, "eth0"), mac(r.W1.Host, "cni0"), ip)
+			},
+			check: delivered("net/client", "10.111.0.98.80 > 10.244.1.2.40006"),
+		},
+		diffCase{
+			// Hairpin: net/web-1 to a ClusterIP whose one endpoint is
+			// itself. br_netfilter DNATs to web-1, KUBE-SEP marks it for
+			// masquerade (-s ep/32), and the frame goes back out web-1's
+			// own bridge port (hairpin mode) from 10.244.1.1.
+			name:    "svc-hairpin",
+			prepare: singleEndpointService("web-1", "10.111.0.97"),
+			from:    podEth0(func(r *scenarios.Reference) *sim.Pod { return r.Web1 }),
+			frame: func(t *testing.T, r *scenarios.Reference) []byte {
+				ip := must(t)(packet.TCPSYN(packet.IP{Src: r.Web1.IP, Dst: netip.MustParseAddr("10.111.0.97"), ID: 0xaaaa}, 40007, 80, 5000))
+				return packet.Ethernet(mac(r.Web1.Netns, "eth0"), mac(r.W1.Host, "cni0"), ip)
+			},
+			check: delivered("net/web-1", "10.111.0.97.80 > 10.244.1.3.40007"),
+		},
+		diffCase{
 			// A Service without endpoints: filter KUBE-SERVICES REJECTs
 			// with ICMP port unreachable from cka-w1.
 			name: "svc-no-endpoints",
@@ -368,4 +394,22 @@ func init() {
 			check: delivered("net/client", "port unreachable"),
 		},
 	)
+}
+
+// singleEndpointService adds, before export, a ClusterIP Service at ip whose
+// only endpoint is the named web pod (selected by an extra label), and
+// closes the web listeners so the endpoint answers with a determined RST.
+func singleEndpointService(pod, ip string) func(t *testing.T, r *scenarios.Reference) {
+	return func(t *testing.T, r *scenarios.Reference) {
+		needKubeProxy(t, r)
+		closeWebListeners(r)
+		p := r.Pod("net", pod)
+		p.Spec.Labels["only"] = pod
+		if _, err := r.AddService(sim.ServiceSpec{Selector: map[string]string{"only": pod}, Service: kubeproxy.Service{
+			Namespace: "net", Name: "only-" + pod, ClusterIP: netip.MustParseAddr(ip),
+			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
