@@ -1,6 +1,8 @@
 package netfilter
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -418,7 +420,10 @@ func (st *staged) validate() (*Rule, error) {
 			return r, err
 		}
 	}
-	for _, c := range st.chains {
+	// In chain-name order, so that with several offending rules the same
+	// one is reported every time.
+	for _, name := range slices.Sorted(maps.Keys(st.chains)) {
+		c := st.chains[name]
 		for _, r := range st.rules[c] {
 			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
 				return r, errorf("%s target: used from hooks %s, but only usable from %s", r.target.name, hookNames(masks[c]), ok.hooks)
