@@ -3,36 +3,20 @@ package scenarios
 import (
 	"bytes"
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/internal/golden"
 	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/packet"
 	"github.com/stretchr/testify/require"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create %s", path)
-	require.Equal(t, string(want), got)
-}
 
 func frameAt(t *testing.T, tr *trace.Trace, pkt int, node, netns, dev string, a trace.Action) []byte {
 	t.Helper()
@@ -331,7 +315,7 @@ func TestNodeStateDumpsGolden(t *testing.T) {
 		fmt.Fprintf(&b, "### %s: bridge fdb show\n%s", n.Name, h.BridgeFDB(""))
 	}
 	fmt.Fprintf(&b, "### net/client: ip -4 addr\n%s### net/client: ip route\n%s", r.Client.Netns.IPAddr(), r.Client.Netns.IPRoute())
-	golden(t, "reference-state.txt", b.String())
+	golden.Check(t, "reference-state.txt", b.String())
 }
 
 func TestWalksAreDeterministic(t *testing.T) {
@@ -361,5 +345,5 @@ func TestExampleTraceGolden(t *testing.T) {
 	_, err = r.Client.Netns.DialTCP(r.Client.IP, r.Web2.IP, 40000, 80, 1000, tr)
 	require.NoError(t, err)
 	require.NoError(t, r.World.Run())
-	golden(t, "cross-node-tcp.minimal.txt", tr.Text(trace.Minimal))
+	golden.Check(t, "cross-node-tcp.minimal.txt", tr.Text(trace.Minimal))
 }

@@ -2,10 +2,8 @@ package kubeproxy
 
 import (
 	"errors"
-	"flag"
+	"github.com/kubewalk/kubewalk/internal/golden"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,27 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "missing golden file; run go test -update")
-	assert.Equal(t, string(want), got)
-}
-
 func TestGolden(t *testing.T) {
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			r, err := Generate(sc.cfg, sc.snap)
 			require.NoError(t, err)
-			golden(t, sc.name, r.Save())
-			golden(t, sc.name+".restore", r.RestoreInput())
+			golden.Check(t, sc.name+".golden", r.Save())
+			golden.Check(t, sc.name+".restore.golden", r.RestoreInput())
 			// Determinism: a second run with reversed input order is identical.
 			rev := sc.snap
 			rev.Services = reversed(sc.snap.Services)

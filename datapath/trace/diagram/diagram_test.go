@@ -19,21 +19,8 @@ import (
 )
 
 var (
-	update  = flag.Bool("update", false, "rewrite golden files")
 	dumpDir = flag.String("dump", "", "also write every rendered SVG into this directory (to look at them)")
 )
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create %s", path)
-	require.Equal(t, string(want), got)
-}
 
 // walks are the reference cluster's walks, plus the broken labs'.
 var walks = []struct {

@@ -2,6 +2,7 @@ package diagram_test
 
 import (
 	"bytes"
+	"github.com/kubewalk/kubewalk/internal/golden"
 	"strings"
 	"testing"
 
@@ -17,14 +18,14 @@ func TestGoldenCrossNode(t *testing.T) {
 	tr := walks[0].run(t)
 	var j bytes.Buffer
 	require.NoError(t, tr.WriteJSON(&j))
-	golden(t, "cross-node-tcp.json", j.String())
+	golden.Check(t, "cross-node-tcp.json", j.String())
 	back, err := trace.ReadJSON(&j)
 	require.NoError(t, err)
 	require.Equal(t, tr.Obs, back.Obs)
 
 	var m bytes.Buffer
 	require.NoError(t, diagram.Build(tr, diagram.Options{}).WriteMermaid(&m))
-	golden(t, "cross-node-tcp.mmd", m.String())
+	golden.Check(t, "cross-node-tcp.mmd", m.String())
 	mm := m.String()
 	require.True(t, strings.HasPrefix(mm, "sequenceDiagram\n"))
 	require.Contains(t, mm, "box rgb(232,240,254) cka-w1\n")
