@@ -122,7 +122,6 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 	}
 	src := p.SrcMAC()
 	b.learn(w, port, p, src)
-	p.Bridged = true
 	ns := b.dev.ns
 	// br_netfilter: every bridged IPv4 frame traverses PREROUTING here,
 	// before the forwarding decision, whether it is for the host or not

@@ -103,13 +103,6 @@ func (d *Device) AddTxStage(name string, priority int, s Stage) {
 // RemoveStage removes a stage added with AddRxStage or AddTxStage by name.
 func (d *Device) RemoveStage(name string) bool { return d.rx.remove(name) || d.tx.remove(name) }
 
-func (d *Device) nodeName() string {
-	if d.ns == nil {
-		return ""
-	}
-	return d.ns.Node
-}
-
 func (d *Device) observe(w *Walk, p *Packet, stage string, a trace.Action, detail string) {
 	o := trace.Observation{Node: d.ns.Node, Netns: d.ns.Name, Device: d.Name, Stage: stage, Action: a,
 		Summary: Summarize(p.Frame()), Detail: detail}
@@ -151,7 +144,6 @@ func (d *Device) receive(w *Walk, p *Packet) {
 		return
 	}
 	p.InDev = d
-	p.Bridged = false
 	d.Stats.RxPackets++
 	d.Stats.RxBytes += uint64(p.Len())
 	if p.Trace != nil {

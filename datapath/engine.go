@@ -47,8 +47,6 @@ type Engine struct {
 	// MaxEvents bounds Run as a guard against forwarding loops; 0 means
 	// the default of 1,000,000 events per Run call.
 	MaxEvents int
-
-	netnsCount int
 }
 
 // NewEngine returns an engine whose random source is seeded with seed.

@@ -508,10 +508,6 @@ func icmpName(t header.ICMPv4Type, c header.ICMPv4Code) string {
 	return "type " + itoa(int(t)) + " code " + itoa(int(c))
 }
 
-// AddrFrom4 is netip.AddrFrom4, re-exported for brevity in callers that
-// hold [4]byte addresses.
-func AddrFrom4(a [4]byte) netip.Addr { return netip.AddrFrom4(a) }
-
 // TCPConn is a minimal active-open TCP socket: Dial sends a SYN, a SYN-ACK
 // is answered with an ACK and the connection counts as established; data
 // segments sent with Write are acknowledged by the peer's listener.

@@ -65,7 +65,6 @@ func (e *Engine) NewNetns(node, name string) *Netns {
 	}
 	ns.neigh.init()
 	ns.sockets.init()
-	e.netnsCount++
 	lo, _ := ns.addDevice("lo", KindLoopback, MAC{}, 65536)
 	lo.up = true
 	ns.lo = lo
@@ -213,20 +212,11 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 	if p.Bits() < 32 {
 		r := route.Route{Dst: p.Masked(), Dev: d.Index, DevName: d.Name, Proto: route.ProtoKernel,
 			Scope: route.ScopeLink, Src: p.Addr()}
-		if _, ok := ns.lookupExact(r.Dst, 0); !ok {
+		if _, ok := ns.Routes.Get(r.Dst, 0); !ok {
 			return ns.Routes.Add(r)
 		}
 	}
 	return nil
-}
-
-func (ns *Netns) lookupExact(dst netip.Prefix, metric int) (route.Route, bool) {
-	for _, r := range ns.Routes.List() {
-		if r.Dst == dst && r.Metric == metric {
-			return r, true
-		}
-	}
-	return route.Route{}, false
 }
 
 // IsLocal reports whether a is one of the namespace's addresses.

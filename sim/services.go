@@ -219,6 +219,7 @@ func (c *Cluster) allocateClusterIP() (netip.Addr, error) {
 	if a, ok := try(2, static); ok {
 		return a, nil
 	}
+	//lint:ignore ST1005 the API server's own message, capital and all
 	return netip.Addr{}, fmt.Errorf("Internal error occurred: failed to allocate a serviceIP: range is full")
 }
 

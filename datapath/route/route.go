@@ -243,6 +243,20 @@ func (t *Table) DeleteDev(dev int) {
 	}
 }
 
+// Get returns the route for exactly dst with the given metric.
+func (t *Table) Get(dst netip.Prefix, metric int) (Route, bool) {
+	bits := dst.Bits()
+	if bits < 0 || !dst.Addr().Is4() || t.byLen[bits] == nil {
+		return Route{}, false
+	}
+	for _, r := range t.byLen[bits][key(dst.Addr().As4(), bits)] {
+		if r.Metric == metric {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
+
 // Lookup returns the best route to dst: longest prefix, then lowest metric.
 // The returned pointer is valid until the table is next modified.
 func (t *Table) Lookup(dst [4]byte) (*Route, bool) {

@@ -90,3 +90,17 @@ func BenchmarkLookup1000(b *testing.B) {
 		tb.Lookup([4]byte{10, 3, 200, 7})
 	}
 }
+
+func TestGetIsExact(t *testing.T) {
+	var tb Table
+	require.NoError(t, tb.Add(Route{Dst: netip.MustParsePrefix("10.244.0.0/16"), Dev: 1, Metric: 5}))
+	r, ok := tb.Get(netip.MustParsePrefix("10.244.0.0/16"), 5)
+	require.True(t, ok)
+	require.Equal(t, 1, r.Dev)
+	_, ok = tb.Get(netip.MustParsePrefix("10.244.0.0/16"), 0)
+	require.False(t, ok, "another metric")
+	_, ok = tb.Get(netip.MustParsePrefix("10.244.0.0/24"), 5)
+	require.False(t, ok, "a longer prefix is not the same route")
+	_, ok = tb.Get(netip.MustParsePrefix("10.0.0.0/8"), 5)
+	require.False(t, ok)
+}
