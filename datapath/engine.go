@@ -155,8 +155,7 @@ func (e *Engine) Step() bool {
 	case evRx:
 		ev.dev.receive(w, ev.pkt)
 	case evOutput:
-		ev.pkt.Local = true
-		ev.ns.output(w, ev.pkt)
+		ev.ns.sendLocal(w, ev.pkt)
 	case evTimer:
 		ev.timer.Fire(w)
 	}

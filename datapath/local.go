@@ -136,8 +136,9 @@ func checkL4(ip header.IPv4) error {
 
 // SendPacket queues p, whose frame holds a zeroed Ethernet header and an
 // IPv4 packet with correct checksums, for output from this namespace. It
-// is the allocation-free form of Send for benchmarks: nothing is checked,
-// and the transport checksum is trusted as a socket's would be.
+// is the allocation-free form of Send for benchmarks: only the IPv4 header
+// is checked (when the packet leaves), and the transport checksum is
+// trusted as a socket's would be.
 func (ns *Netns) SendPacket(p *Packet) {
 	p.CsumValid = true
 	ns.e.ScheduleOutput(0, ns, p)
@@ -420,10 +421,7 @@ func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet) {
 			ns.observe(w, p, dev, "tcp", trace.Delivered, "SYN to listener tcp:"+itoa(int(l.Port)))
 		}
 		isn := ns.e.rng.Uint32()
-		mss := uint16(1460)
-		if dev != nil && dev.MTU > 40 && dev.MTU-40 < int(mss) {
-			mss = uint16(dev.MTU - 40)
-		}
+		mss := ns.advMSS([4]byte(p.IPv4()[12:16]))
 		ns.tcpSend(w, p, dev, isn, t.SequenceNumber()+1, header.TCPFlagSyn|header.TCPFlagAck, 64240, mss, "SYN-ACK")
 		p.Release()
 	default:
@@ -444,6 +442,21 @@ func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet) {
 		}
 		p.Release()
 	}
+}
+
+// advMSS is the MSS the namespace advertises to peer in a SYN or SYN-ACK:
+// the MTU of the device the route to peer leaves by, minus 40 bytes of
+// IPv4 and TCP header (dst_metric_advmss), at most 65495.
+func (ns *Netns) advMSS(peer [4]byte) uint16 {
+	mtu := 1500
+	if ns.IsLocal(peer) {
+		mtu = ns.lo.MTU
+	} else if r, ok := ns.Routes.Lookup(peer); ok {
+		if d := ns.devByIndex(r.Dev); d != nil {
+			mtu = d.MTU
+		}
+	}
+	return uint16(min(mtu-40, 65495))
 }
 
 // tcpSend answers the TCP segment in orig with a segment carrying no data:
@@ -580,7 +593,8 @@ func (c *TCPConn) send(flags header.TCPFlags, payload []byte, tr *Trace) {
 		DataOffset: uint8(hl), Flags: flags, WindowSize: 64240})
 	if flags&header.TCPFlagSyn != 0 {
 		o := t[header.TCPMinimumSize:]
-		o[0], o[1], o[2], o[3] = 2, 4, 0x05, 0xb4
+		mss := ns.advMSS(c.Dst)
+		o[0], o[1], o[2], o[3] = 2, 4, byte(mss>>8), byte(mss)
 	}
 	copy(b[20+hl:], payload)
 	t.SetChecksum(0)

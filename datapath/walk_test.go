@@ -443,3 +443,16 @@ func TestSendRejectsWhatNoSocketCouldSend(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "ipv4", fe.Layer)
 }
+
+func TestSendPacketWithABrokenHeaderIsDroppedNotAPanic(t *testing.T) {
+	tp := newTopo(t)
+	p := tp.e.Pool.Get()
+	p.SetIPPacket([]byte{0x45, 0, 0, 40, 0, 0, 0, 0, 64, 17}) // 10 bytes, claims 40
+	tr := &trace.Trace{}
+	p.Trace = tr
+	tp.a.SendPacket(p)
+	require.NoError(t, tp.e.Run())
+	oc := tr.Outcomes()
+	require.Equal(t, trace.Dropped, oc[0].Action)
+	require.Equal(t, "malformed", oc[0].Reason)
+}

@@ -347,3 +347,30 @@ func TestExampleTraceGolden(t *testing.T) {
 	require.NoError(t, r.World.Run())
 	golden.Check(t, "cross-node-tcp.minimal.txt", tr.Text(trace.Minimal))
 }
+
+// TestMSSFollowsTheRouteMTU: behind flannel's 1450-byte MTU both ends
+// advertise 1410 (MTU - 40), as dst_metric_advmss does, not 1460.
+func TestMSSFollowsTheRouteMTU(t *testing.T) {
+	r, err := NewReference(1)
+	require.NoError(t, err)
+	tr := &trace.Trace{Capture: true}
+	_, err = r.Client.Netns.DialTCP(r.Client.IP, r.Web2.IP, 40000, 80, 1, tr)
+	require.NoError(t, err)
+	require.NoError(t, r.World.Run())
+	mss := func(f []byte) uint16 {
+		tcp := header.TCP(f[34:])
+		opts := tcp[header.TCPMinimumSize:tcp.DataOffset()]
+		require.GreaterOrEqual(t, len(opts), 4)
+		require.Equal(t, byte(2), opts[0], "first option is MSS")
+		return binary.BigEndian.Uint16(opts[2:4])
+	}
+	require.Equal(t, uint16(1410), mss(frameAt(t, tr, 1, "cka-w1", "net/client", "eth0", trace.Transmitted)), "SYN")
+	var synack []byte
+	for _, o := range tr.Obs {
+		if o.Netns == "net/web-2" && o.Action == trace.Transmitted && strings.Contains(o.Summary, "Flags [S.]") {
+			synack = o.Frame
+		}
+	}
+	require.NotNil(t, synack)
+	require.Equal(t, uint16(1410), mss(synack), "SYN-ACK")
+}
