@@ -105,16 +105,15 @@ func TestFlows(t *testing.T) {
 		{"session affinity first connection", "client", "sticky", 80, "tcp", both},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var f *Flows // the copy of the scenario being explored
 			build := func() (*sim.Cluster, error) {
-				f, err := NewFlows(1)
-				if err != nil {
+				var err error
+				if f, err = NewFlows(1); err != nil {
 					return nil, err
 				}
-				current = f
 				return f.Cluster, nil
 			}
 			out, err := FlowBranches(build, func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
-				f := current
 				ns, src := f.source(t, tc.from)
 				dst := f.addr(tc.to)
 				if tc.proto == "tcp" {
@@ -140,9 +139,6 @@ func TestFlows(t *testing.T) {
 		})
 	}
 }
-
-// current is the scenario being explored by TestFlows' build function.
-var current *Flows
 
 func TestSessionAffinitySticks(t *testing.T) {
 	for seed := range uint64(5) {
