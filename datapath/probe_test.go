@@ -21,7 +21,12 @@ func TestProbeStages(t *testing.T) {
 	require.NoError(t, sendTraced(tp.a, udp(ipA, ipB, 1, 9, 64, []byte("one")), nil))
 	require.NoError(t, tp.e.Run())
 	require.Equal(t, 1, sink.Received)
-	require.Equal(t, count.Packets, uint64(len(capt.Frames)))
+	// Toward b went the flooded ARP request, then the datagram.
+	require.Equal(t, uint64(2), count.Packets)
+	require.Len(t, capt.Frames, 2)
+	require.Equal(t, []byte{0x08, 0x06}, capt.Frames[0][12:14], "ARP request first")
+	require.Equal(t, []byte("one"), capt.Frames[1][len(capt.Frames[1])-3:], "then the datagram")
+	require.Equal(t, uint64(len(capt.Frames[0])+len(capt.Frames[1])), count.Bytes)
 	require.Positive(t, delay.Delayed)
 	// Warm: the second datagram's only delay is the probe's.
 	start := tp.e.Now()
