@@ -133,7 +133,7 @@ func (ns *Netns) IPLink(name string, detail bool) string {
 			b.WriteString(" dev " + v.Dev)
 		}
 		sp := "0 0"
-		if v.SrcPortMin != 32768 || v.SrcPortMax != 61000 {
+		if v.SrcPortMin != 32768 || v.SrcPortMax != 60999 {
 			sp = fmt.Sprintf("%d %d", v.SrcPortMin, v.SrcPortMax)
 		}
 		fmt.Fprintf(&b, " srcport %s dstport %d", sp, v.Port)

@@ -21,8 +21,9 @@ type VXLANConfig struct {
 	Local    netip.Addr // local address used as the outer source
 	Dev      string     // underlay device name, shown by `ip -d link`
 	Learning bool       // `nolearning` when false
-	// SrcPortMin and SrcPortMax bound the outer UDP source port; both zero
-	// means the kernel's default, the local port range 32768-60999.
+	// SrcPortMin and SrcPortMax bound the outer UDP source port to
+	// [min, max); both zero means the kernel's default, the local port
+	// range 32768-60999.
 	SrcPortMin, SrcPortMax uint16
 }
 
@@ -62,7 +63,9 @@ func (ns *Netns) AddVXLAN(name string, cfg VXLANConfig) (*Device, error) {
 		}
 	}
 	if cfg.SrcPortMin == 0 && cfg.SrcPortMax == 0 {
-		cfg.SrcPortMin, cfg.SrcPortMax = 32768, 61000
+		// net.ipv4.ip_local_port_range, which udp_flow_src_port scales
+		// into as [min, max): 60999 itself is never chosen.
+		cfg.SrcPortMin, cfg.SrcPortMax = 32768, 60999
 	}
 	d, err := ns.addDevice(name, KindVXLAN, RandomMAC(ns.e.rng), mtu)
 	if err != nil {

@@ -74,4 +74,7 @@ broken = nb([
 ])
 
 for name, n in [("01-pod-to-pod-vxlan", pod_to_pod), ("02-services-conntrack", services), ("03-things-that-go-wrong", broken)]:
+    # Stable cell ids, so regenerating an unchanged notebook changes nothing.
+    for i, cell in enumerate(n.cells):
+        cell["id"] = "%s-%02d" % (name[:2], i)
     nbf.write(n, name + ".ipynb")

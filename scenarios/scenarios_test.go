@@ -69,7 +69,7 @@ func TestCrossNodeTCPBytesAtEachObservationPoint(t *testing.T) {
 	udp := header.UDP(outer[34:])
 	require.Equal(t, uint16(8472), udp.DestinationPort())
 	require.GreaterOrEqual(t, udp.SourcePort(), uint16(32768))
-	require.Less(t, udp.SourcePort(), uint16(61000))
+	require.Less(t, udp.SourcePort(), uint16(60999), "[32768, 60999) as udp_flow_src_port scales")
 	require.NotZero(t, udp.Checksum(), "udpcsum is the kernel default")
 	ps := header.PseudoHeaderChecksum(header.UDPProtocolNumber, ip.SourceAddress(), ip.DestinationAddress(), uint16(len(outer)-34))
 	require.Equal(t, uint16(0xffff), checksum.Checksum(outer[34:], ps), "UDP checksum verifies")

@@ -398,7 +398,7 @@ func (g *gen) device(name string, ns *datapath.Netns, d *datapath.Device, port m
 		if v.Dev != "" {
 			args += " dev " + v.Dev
 		}
-		if v.SrcPortMin != 32768 || v.SrcPortMax != 61000 {
+		if v.SrcPortMin != 32768 || v.SrcPortMax != 60999 {
 			args += fmt.Sprintf(" srcport %d %d", v.SrcPortMin, v.SrcPortMax)
 		}
 		args += fmt.Sprintf(" dstport %d", v.Port)
