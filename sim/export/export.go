@@ -317,7 +317,7 @@ func (g *gen) build(c *sim.Cluster, refs []nsRef) error {
 			if rt.Proto == route.ProtoKernel {
 				continue
 			}
-			g.line("ip -n %s route add %s", name, routeArgs(rt))
+			g.line("ip -n %s route add %s", name, strings.TrimSpace(rt.String())) // ip route show syntax is ip route add syntax
 		}
 		for _, n := range r.ns.Neighbors() {
 			var nud string
@@ -427,41 +427,3 @@ func bridgeAgeing(d *datapath.Device) int64 {
 }
 
 // routeArgs renders a route as `ip route add` takes it.
-func routeArgs(r route.Route) string {
-	var b strings.Builder
-	switch r.Type {
-	case route.Blackhole:
-		b.WriteString("blackhole ")
-	case route.Unreachable:
-		b.WriteString("unreachable ")
-	case route.Prohibit:
-		b.WriteString("prohibit ")
-	}
-	if r.Dst.Bits() == 0 {
-		b.WriteString("default")
-	} else {
-		b.WriteString(r.Dst.String())
-	}
-	if r.Gw.IsValid() {
-		b.WriteString(" via " + r.Gw.String())
-	}
-	if r.Type == route.Unicast {
-		b.WriteString(" dev " + r.DevName)
-	}
-	if r.OnLink {
-		b.WriteString(" onlink")
-	}
-	if r.Metric != 0 {
-		fmt.Fprintf(&b, " metric %d", r.Metric)
-	}
-	if r.Proto != route.ProtoBoot && r.Proto != 0 {
-		fmt.Fprintf(&b, " proto %d", uint8(r.Proto))
-	}
-	if r.Src.IsValid() {
-		b.WriteString(" src " + r.Src.String())
-	}
-	if r.Scope == route.ScopeHost {
-		b.WriteString(" scope host")
-	}
-	return b.String()
-}
