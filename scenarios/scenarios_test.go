@@ -374,3 +374,18 @@ func TestMSSFollowsTheRouteMTU(t *testing.T) {
 	require.NotNil(t, synack)
 	require.Equal(t, uint16(1410), mss(synack), "SYN-ACK")
 }
+
+// TestNetworkUnavailableNodeKeepsPodsPending: a node without a working CNI
+// config carries node.kubernetes.io/network-unavailable; pod-network pods
+// stay Pending, hostNetwork pods (like the CNI DaemonSet itself) still run.
+func TestNetworkUnavailableNodeKeepsPodsPending(t *testing.T) {
+	r, err := NewReference(1)
+	require.NoError(t, err)
+	r.W2.NetworkUnavailable = true
+	_, err = r.AddPod(sim.PodSpec{Namespace: "net", Name: "stuck", Node: "cka-w2"})
+	require.ErrorContains(t, err, "Pending: node cka-w2 has taint node.kubernetes.io/network-unavailable")
+	require.Nil(t, r.Pod("net", "stuck"))
+	p, err := r.AddPod(sim.PodSpec{Namespace: "kube-flannel", Name: "kube-flannel-ds-x", Node: "cka-w2", HostNetwork: true})
+	require.NoError(t, err)
+	require.Equal(t, r.W2.InternalIP, p.IP, "a hostNetwork pod uses the node's address")
+}
