@@ -44,7 +44,8 @@ func ma(s string) netip.Addr   { return netip.MustParseAddr(s) }
 func NewReference(seed uint64) (*Reference, error) { return newReference(seed, false) }
 
 // newReference builds the reference cluster; withUDP makes the web pods
-// also listen on UDP 5353 (used by the flow scenario's UDP Service).
+// also run a UDP echo server on 5353 (used by the flow scenario's UDP
+// Service, whose flow tests expect an answer).
 func newReference(seed uint64, withUDP bool) (*Reference, error) {
 	cfg := sim.DefaultConfig()
 	cfg.Seed = seed
@@ -68,7 +69,7 @@ func newReference(seed uint64, withUDP bool) (*Reference, error) {
 	}
 	web := []sim.Container{{Name: "nginx", Ports: []sim.ContainerPort{{Name: "http", ContainerPort: 80}}}}
 	if withUDP {
-		web[0].Ports = append(web[0].Ports, sim.ContainerPort{Name: "dns", ContainerPort: 5353, Protocol: "UDP"})
+		web[0].Ports = append(web[0].Ports, sim.ContainerPort{Name: "dns", ContainerPort: 5353, Protocol: "UDP", Echo: true})
 	}
 	if r.Client, err = c.AddPod(sim.PodSpec{Namespace: "net", Name: "client", Node: "cka-w1",
 		Labels: map[string]string{"app": "client"}, Containers: []sim.Container{{Name: "busybox"}}}); err != nil {

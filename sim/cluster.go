@@ -335,6 +335,12 @@ type ContainerPort struct {
 	ContainerPort uint16
 	Protocol      string // "TCP" (default) or "UDP"
 	HostPort      uint16
+	// Echo makes the container an echo server on a UDP port: it sends
+	// every datagram back to its sender. Without it a UDP port is a
+	// silent listener, as a real container that only reads is: the
+	// datagram is delivered and nothing answers. (TCP ports always
+	// complete the handshake: the kernel does that for a listener.)
+	Echo bool
 }
 
 // Container is one container of a pod; only its ports matter to the network.
@@ -417,7 +423,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 			case "TCP":
 				_, err = p.Netns.ListenTCP(port.ContainerPort)
 			case "UDP":
-				_, err = p.Netns.ListenUDP(port.ContainerPort, true)
+				_, err = p.Netns.ListenUDP(port.ContainerPort, port.Echo)
 			default:
 				err = fmt.Errorf("protocol %q not supported (TCP or UDP)", proto)
 			}
