@@ -34,6 +34,10 @@ type Config struct {
 	// UnderlayLatency is the one-way latency of underlay segments created
 	// implicitly by AddNode (default 100µs).
 	UnderlayLatency time.Duration
+	// ProxyMode is kube-proxy's mode on every node (the kube-proxy
+	// ConfigMap's `mode`): "" (iptables on Linux), "iptables", "nftables"
+	// or "ipvs". Other values are kube-proxy's validation error.
+	ProxyMode kubeproxy.Mode
 }
 
 // DefaultConfig is a kubeadm cluster with flannel: 10.244.0.0/16 split in
@@ -107,6 +111,11 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	if cfg.ClusterCIDR.Overlaps(cfg.ServiceCIDR) {
 		return nil, &ConfigError{Object: "cluster", Field: "serviceCIDR", Msg: fmt.Sprintf("%s overlaps the pod network %s", cfg.ServiceCIDR, cfg.ClusterCIDR)}
 	}
+	mode, err := kubeproxy.ParseMode(string(cfg.ProxyMode))
+	if err != nil {
+		return nil, &ConfigError{Object: "cluster", Field: "proxyMode", Msg: err.Error()}
+	}
+	cfg.ProxyMode = mode
 	cidrs, err := nodeipam.NewCIDRSet(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
 	if err != nil {
 		return nil, &ConfigError{Object: "cluster", Field: "clusterCIDR", Msg: err.Error()}
@@ -173,8 +182,11 @@ type Node struct {
 	Annotations map[string]string
 	// Conditions such as NetworkUnavailable; Ready when none is set.
 	NetworkUnavailable bool
-	// ProxyRules are the rules kube-proxy generated at its last sync.
+	// ProxyRules are the rules kube-proxy generated at its last sync in
+	// iptables mode (nil in the other modes).
 	ProxyRules *kubeproxy.Rules
+	// Proxier is the node's kube-proxy in the cluster's ProxyMode.
+	Proxier kubeproxy.Proxier
 	// Netfilter and Conntrack are the root namespace's iptables tables and
 	// connection tracking table.
 	Netfilter *netfilter.Netfilter
@@ -307,6 +319,11 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 	if err := c.installNetfilter(n); err != nil {
 		return nil, &ConfigError{Object: obj, Field: "iptables", Msg: err.Error()}
 	}
+	px, err := c.newProxier(n)
+	if err != nil {
+		return nil, &ConfigError{Object: obj, Field: "kube-proxy", Msg: err.Error()}
+	}
+	n.Proxier = px
 	c.nodes = append(c.nodes, n)
 	if len(c.services) > 0 {
 		if err := c.Sync(); err != nil {

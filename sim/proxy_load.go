@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
@@ -8,11 +9,56 @@ import (
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 )
 
+// newProxier starts kube-proxy on n in the cluster's mode.
+func (c *Cluster) newProxier(n *Node) (kubeproxy.Proxier, error) {
+	switch c.Config.ProxyMode {
+	case kubeproxy.ModeIPTables:
+		return &iptablesProxier{c: c, n: n}, nil
+	}
+	return nil, fmt.Errorf("proxy mode %q is not modelled yet", c.Config.ProxyMode)
+}
+
+// iptablesProxier is kube-proxy's iptables proxier on one node.
+type iptablesProxier struct {
+	c *Cluster
+	n *Node
+	// last is the snapshot of the last successful sync, against which the
+	// next one finds stale UDP flows.
+	last kubeproxy.Snapshot
+}
+
+var _ kubeproxy.Proxier = (*iptablesProxier)(nil)
+
+// Mode implements kubeproxy.Proxier.
+func (p *iptablesProxier) Mode() kubeproxy.Mode { return kubeproxy.ModeIPTables }
+
+// Sync implements kubeproxy.Proxier: generate the rules, load them with
+// iptables-restore semantics, clear stale UDP conntrack entries.
+func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
+	n := p.n
+	cfg := p.c.ProxyConfig(n)
+	rules, err := kubeproxy.Generate(cfg, snap)
+	if err != nil {
+		return err
+	}
+	if err := loadProxyRules(n, rules); err != nil {
+		return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
+	}
+	n.ProxyRules = rules
+	stale, err := kubeproxy.StaleUDPFlows(cfg, p.last, snap)
+	if err != nil {
+		return err
+	}
+	clearStaleUDP(n, stale)
+	p.last = snap
+	return nil
+}
+
 // loadProxyRules does what kube-proxy's iptables proxier does at each full
 // sync: create the jump-target chains (iptables -N), ensure the jump rules
 // at the top of the built-in chains (iptables -C, else -I), then load its
 // chains with `iptables-restore --noflush --counters`.
-func (c *Cluster) loadProxyRules(n *Node, rules *kubeproxy.Rules) error {
+func loadProxyRules(n *Node, rules *kubeproxy.Rules) error {
 	nf := n.Netfilter
 	ensured := rules.EnsuredChains()
 	for _, table := range []string{"mangle", "filter", "nat"} {
@@ -41,7 +87,7 @@ func (c *Cluster) loadProxyRules(n *Node, rules *kubeproxy.Rules) error {
 // clearStaleUDP deletes the conntrack entries kube-proxy deletes after an
 // endpoint change (`conntrack -D -p udp --orig-dst IP --reply-src EP`, or
 // by node port).
-func (c *Cluster) clearStaleUDP(n *Node, stale []kubeproxy.StaleUDPFlow) {
+func clearStaleUDP(n *Node, stale []kubeproxy.StaleUDPFlow) {
 	for _, f := range stale {
 		flt := conntrack.Filter{Proto: 17, ReplySrc: f.Endpoint}
 		if f.NodePort {

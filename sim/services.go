@@ -311,29 +311,17 @@ func (c *Cluster) ProxyConfig(n *Node) kubeproxy.Config {
 }
 
 // Sync is one round of the controllers: recompute every EndpointSlice, then
-// re-sync kube-proxy on every node (generate the rules, load them with
-// iptables-restore semantics, clear stale UDP conntrack entries).
+// re-sync kube-proxy on every node (each node's Proxier programs its
+// datapath for the new snapshot and clears stale UDP conntrack entries).
 func (c *Cluster) Sync() error {
-	old := c.Snapshot()
 	for _, s := range c.services {
 		s.EndpointSlice = c.endpointSlice(s)
 	}
 	snap := c.Snapshot()
 	for _, n := range c.nodes {
-		cfg := c.ProxyConfig(n)
-		rules, err := kubeproxy.Generate(cfg, snap)
-		if err != nil {
+		if err := n.Proxier.Sync(snap); err != nil {
 			return err
 		}
-		n.ProxyRules = rules
-		if err := c.loadProxyRules(n, rules); err != nil {
-			return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
-		}
-		stale, err := kubeproxy.StaleUDPFlows(cfg, old, snap)
-		if err != nil {
-			return err
-		}
-		c.clearStaleUDP(n, stale)
 	}
 	return nil
 }
