@@ -1,0 +1,537 @@
+// Package apiserver is kubewalk's in-memory Kubernetes API server: a store
+// of k8s.io/api objects with the validation, defaulting and allocation that
+// matter to networking (ClusterIPs, NodePorts), the real API server's error
+// texts and field paths, resourceVersions from one store revision, and
+// watches delivered in write order.
+//
+// Modelled on kube-apiserver v1.33–v1.35 with etcd3 storage: the
+// resourceVersion is the store revision in decimal, shared by all kinds;
+// a list is sorted by namespace, then name; deleting an object delivers its
+// last state to watchers. Watch callbacks run synchronously, in write
+// order, from the call that wrote; controllers queue their reactions on
+// the world's event queue, so no goroutine, lock or map order is involved.
+package apiserver
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Config is what kube-apiserver is started with, as kubeadm sets it.
+type Config struct {
+	// ServiceCIDR is --service-cluster-ip-range (kubeadm: 10.96.0.0/12).
+	ServiceCIDR netip.Prefix
+	// NodePortRange is --service-node-port-range (30000-32767).
+	NodePortLo, NodePortHi int
+	// AdvertiseAddress is --advertise-address: the endpoint of the
+	// default/kubernetes Service, port 6443.
+	AdvertiseAddress netip.Addr
+	// SecurePort is --secure-port (6443).
+	SecurePort int32
+}
+
+// Server is the in-memory API server. Its clock and random source are the
+// world's: creationTimestamps are virtual, and allocation is seeded.
+type Server struct {
+	cfg   Config
+	clock func() time.Time
+	rng   *rand.Rand
+
+	rev     uint64
+	objs    map[string]map[string]Object // kind → "ns/name" → stored object (never mutated)
+	watches map[string][]func(watch.Event)
+	uids    uint64
+
+	tx *txn // open transaction, if any
+}
+
+type txn struct {
+	objs    map[string]map[string]Object
+	rev     uint64
+	uids    uint64
+	pending []pendingEvent
+}
+
+type pendingEvent struct {
+	kind string
+	ev   watch.Event
+}
+
+// Epoch is the wall-clock instant virtual time zero stands for in object
+// timestamps (creationTimestamp, event times).
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// New returns an API server whose clock is now and whose allocators draw
+// from rng. It creates the namespaces a kubeadm cluster starts with
+// (default, kube-system, kube-public, kube-node-lease) and the
+// default/kubernetes Service (the first address of the service range,
+// port 443 to the advertise address :6443).
+func New(cfg Config, now func() time.Time, rng *rand.Rand) (*Server, error) {
+	if !cfg.ServiceCIDR.IsValid() {
+		cfg.ServiceCIDR = netip.MustParsePrefix("10.96.0.0/12")
+	}
+	if cfg.NodePortLo == 0 && cfg.NodePortHi == 0 {
+		cfg.NodePortLo, cfg.NodePortHi = 30000, 32767
+	}
+	cfg.SecurePort = cmp.Or(cfg.SecurePort, 6443)
+	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]func(watch.Event){}}
+	for _, ns := range []string{"default", "kube-node-lease", "kube-public", "kube-system"} {
+		if _, err := s.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.Create(s.kubernetesService()); err != nil {
+		return nil, err
+	}
+	if cfg.AdvertiseAddress.IsValid() {
+		if err := s.SetKubernetesEndpoints(cfg.AdvertiseAddress); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Config returns the server's configuration.
+func (s *Server) Config() Config { return s.cfg }
+
+// Now is the world's virtual clock as wall time (Epoch + virtual time).
+func (s *Server) Now() time.Time { return s.clock() }
+
+// ResourceVersion is the store's current revision.
+func (s *Server) ResourceVersion() string { return strconv.FormatUint(s.rev, 10) }
+
+func key(ns, name string) string { return ns + "/" + name }
+
+func (s *Server) kind(name string) (Kind, error) {
+	k, ok := LookupKind(name)
+	if !ok {
+		return Kind{}, apierrors.NewBadRequest(fmt.Sprintf("the server doesn't have a resource type %q", name))
+	}
+	return k, nil
+}
+
+// Watch registers fn for every change to objects of kind, delivered
+// synchronously in write order (after a transaction commits, for writes
+// made inside one).
+func (s *Server) Watch(kind string, fn func(watch.Event)) {
+	s.watches[kind] = append(s.watches[kind], fn)
+}
+
+func (s *Server) notify(kind string, t watch.EventType, obj Object) {
+	ev := watch.Event{Type: t, Object: obj}
+	if s.tx != nil {
+		s.tx.pending = append(s.tx.pending, pendingEvent{kind, ev})
+		return
+	}
+	for _, fn := range s.watches[kind] {
+		fn(ev)
+	}
+}
+
+// Get returns a copy of the stored object, or a NotFound error in the API
+// server's words (`pods "web" not found`).
+func (s *Server) Get(kind, namespace, name string) (Object, error) {
+	k, err := s.kind(kind)
+	if err != nil {
+		return nil, err
+	}
+	if !k.Namespaced {
+		namespace = ""
+	}
+	o, ok := s.objs[kind][key(namespace, name)]
+	if !ok {
+		return nil, apierrors.NewNotFound(k.GroupResource(), name)
+	}
+	return o.DeepCopyObject().(Object), nil
+}
+
+// List returns copies of the objects of kind in namespace ("" for all),
+// sorted by namespace, then name.
+func (s *Server) List(kind, namespace string) []Object {
+	m := s.objs[kind]
+	keys := make([]string, 0, len(m))
+	for k, o := range m {
+		if namespace == "" || o.GetNamespace() == namespace {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]Object, len(keys))
+	for i, k := range keys {
+		out[i] = m[k].DeepCopyObject().(Object)
+	}
+	return out
+}
+
+// ListFunc returns the stored objects of kind for which keep returns true,
+// without copying: keep must not modify them.
+func (s *Server) ListFunc(kind string, keep func(Object) bool) []Object {
+	m := s.objs[kind]
+	keys := make([]string, 0)
+	for k, o := range m {
+		if keep(o) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]Object, len(keys))
+	for i, k := range keys {
+		out[i] = m[k].DeepCopyObject().(Object)
+	}
+	return out
+}
+
+// Count returns the number of stored objects of kind.
+func (s *Server) Count(kind string) int { return len(s.objs[kind]) }
+
+// Create stores a new object after defaulting, allocation and validation,
+// and returns the stored copy.
+func (s *Server) Create(obj Object) (Object, error) {
+	kind := KindOf(obj)
+	k, err := s.kind(kind)
+	if err != nil {
+		return nil, err
+	}
+	obj = obj.DeepCopyObject().(Object)
+	if k.Namespaced {
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(metav1.NamespaceDefault)
+		}
+	} else {
+		obj.SetNamespace("")
+	}
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		obj.SetName(s.generateName(kind, obj.GetNamespace(), obj.GetGenerateName()))
+	}
+	if obj.GetResourceVersion() != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	st := strategies[kind]
+	if st.defaults != nil {
+		st.defaults(s, obj)
+	}
+	if errs := s.validateMeta(k, obj); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+	}
+	if k.Namespaced && kind != "Event" {
+		ns, ok := s.objs["Namespace"][key("", obj.GetNamespace())]
+		if !ok {
+			return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), obj.GetNamespace())
+		}
+		if ns.(*corev1.Namespace).DeletionTimestamp != nil {
+			return nil, apierrors.NewForbidden(k.GroupResource(), obj.GetName(),
+				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", obj.GetNamespace()))
+		}
+	}
+	if _, ok := s.objs[kind][key(obj.GetNamespace(), obj.GetName())]; ok {
+		return nil, apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
+	}
+	if st.validate != nil {
+		if errs := st.validate(s, obj, nil); len(errs) > 0 {
+			return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+		}
+	}
+	if st.allocate != nil {
+		if err := st.allocate(s, obj, nil); err != nil {
+			return nil, err
+		}
+	}
+	s.uids++
+	obj.SetUID(types.UID(fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(s.uids*0x9e3779b1), uint16(s.uids>>32), s.uids%0xfff, (s.uids*7)%0xfff, s.uids)))
+	obj.SetCreationTimestamp(metav1.NewTime(s.Now()))
+	obj.SetGeneration(1)
+	obj.SetManagedFields(nil)
+	s.store(k, obj)
+	s.notify(kind, watch.Added, obj.DeepCopyObject().(Object))
+	return obj.DeepCopyObject().(Object), nil
+}
+
+func (s *Server) store(k Kind, obj Object) {
+	s.rev++
+	obj.SetResourceVersion(strconv.FormatUint(s.rev, 10))
+	setTypeMeta(obj, k)
+	m := s.objs[k.Name]
+	if m == nil {
+		m = map[string]Object{}
+		s.objs[k.Name] = m
+	}
+	m[key(obj.GetNamespace(), obj.GetName())] = obj
+}
+
+// generateName appends five characters from the API server's alphabet
+// (consonants and digits without vowels or look-alikes), drawn from the
+// seeded source, until the name is free.
+func (s *Server) generateName(kind, ns, base string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	if len(base) > 58 {
+		base = base[:58]
+	}
+	for {
+		b := []byte(base)
+		for range 5 {
+			b = append(b, alphabet[s.rng.IntN(len(alphabet))])
+		}
+		if _, taken := s.objs[kind][key(ns, string(b))]; !taken {
+			return string(b)
+		}
+	}
+}
+
+// GenerateName returns base plus five random characters, as the API server
+// completes metadata.generateName (and as the ReplicaSet controller names
+// pods).
+func (s *Server) GenerateName(kind, namespace, base string) string {
+	return s.generateName(kind, namespace, base)
+}
+
+// Update replaces the object's spec and metadata (status is kept: it is a
+// subresource), checking resourceVersion when it is set.
+func (s *Server) Update(obj Object) (Object, error) { return s.update(obj, false) }
+
+// UpdateStatus replaces only the object's status, as a write to the status
+// subresource does.
+func (s *Server) UpdateStatus(obj Object) (Object, error) { return s.update(obj, true) }
+
+func (s *Server) update(obj Object, status bool) (Object, error) {
+	kind := KindOf(obj)
+	k, err := s.kind(kind)
+	if err != nil {
+		return nil, err
+	}
+	obj = obj.DeepCopyObject().(Object)
+	ns := obj.GetNamespace()
+	if !k.Namespaced {
+		ns = ""
+	} else if ns == "" {
+		ns = metav1.NamespaceDefault
+		obj.SetNamespace(ns)
+	}
+	old, ok := s.objs[kind][key(ns, obj.GetName())]
+	if !ok {
+		return nil, apierrors.NewNotFound(k.GroupResource(), obj.GetName())
+	}
+	if rv := obj.GetResourceVersion(); rv != "" && rv != old.GetResourceVersion() {
+		return nil, apierrors.NewConflict(k.GroupResource(), obj.GetName(),
+			fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	// Fields the server owns.
+	obj.SetUID(old.GetUID())
+	obj.SetCreationTimestamp(old.GetCreationTimestamp())
+	obj.SetGeneration(old.GetGeneration())
+	obj.SetManagedFields(nil)
+	if old.GetDeletionTimestamp() != nil {
+		obj.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	}
+	if status {
+		copySpec(obj, old)
+	} else {
+		copyStatus(obj, old)
+		st := strategies[kind]
+		if st.defaults != nil {
+			st.defaults(s, obj)
+		}
+		if errs := s.validateMeta(k, obj); len(errs) > 0 {
+			return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+		}
+		if st.validate != nil {
+			if errs := st.validate(s, obj, old); len(errs) > 0 {
+				return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+			}
+		}
+		if st.allocate != nil {
+			if err := st.allocate(s, obj, old); err != nil {
+				return nil, err
+			}
+		}
+		if !specEqual(obj, old) {
+			obj.SetGeneration(old.GetGeneration() + 1)
+		}
+	}
+	obj.SetResourceVersion(old.GetResourceVersion())
+	setTypeMeta(obj, k)
+	if apiequality.Semantic.DeepEqual(obj, old) {
+		return obj.DeepCopyObject().(Object), nil // no-op writes do not bump the revision
+	}
+	s.store(k, obj)
+	s.notify(kind, watch.Modified, obj.DeepCopyObject().(Object))
+	return obj.DeepCopyObject().(Object), nil
+}
+
+// Delete removes the object and delivers its last state to watchers.
+// Deleting a Namespace deletes everything in it first (the namespace
+// controller's work, done at once).
+func (s *Server) Delete(kind, namespace, name string) error {
+	k, err := s.kind(kind)
+	if err != nil {
+		return err
+	}
+	if !k.Namespaced {
+		namespace = ""
+	} else if namespace == "" {
+		namespace = metav1.NamespaceDefault
+	}
+	old, ok := s.objs[kind][key(namespace, name)]
+	if !ok {
+		return apierrors.NewNotFound(k.GroupResource(), name)
+	}
+	if kind == "Namespace" {
+		switch name {
+		case "default", "kube-system", "kube-public":
+			return apierrors.NewForbidden(k.GroupResource(), name, fmt.Errorf("this namespace may not be deleted"))
+		}
+		for _, kk := range Kinds {
+			if !kk.Namespaced {
+				continue
+			}
+			for _, o := range s.List(kk.Name, name) {
+				if err := s.Delete(kk.Name, name, o.GetName()); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	delete(s.objs[kind], key(namespace, name))
+	s.rev++
+	last := old.DeepCopyObject().(Object)
+	last.SetResourceVersion(strconv.FormatUint(s.rev, 10))
+	s.notify(kind, watch.Deleted, last)
+	return nil
+}
+
+// Begin opens a transaction: writes until Commit are applied to the store
+// as usual, but their watch events are held back, and Abort restores the
+// store as it was. Transactions do not nest.
+func (s *Server) Begin() {
+	if s.tx != nil {
+		panic("apiserver: nested transaction")
+	}
+	snap := make(map[string]map[string]Object, len(s.objs))
+	for k, m := range s.objs {
+		c := make(map[string]Object, len(m))
+		for kk, o := range m {
+			c[kk] = o
+		}
+		snap[k] = c
+	}
+	s.tx = &txn{objs: snap, rev: s.rev, uids: s.uids}
+}
+
+// Commit delivers the held-back watch events in write order.
+func (s *Server) Commit() {
+	t := s.tx
+	s.tx = nil
+	for _, p := range t.pending {
+		for _, fn := range s.watches[p.kind] {
+			fn(p.ev)
+		}
+	}
+}
+
+// Abort undoes every write since Begin; no watcher hears of them.
+func (s *Server) Abort() {
+	t := s.tx
+	s.tx = nil
+	s.objs, s.rev, s.uids = t.objs, t.rev, t.uids
+}
+
+// copyStatus sets obj's Status field (if the type has one) to old's.
+func copyStatus(obj, old Object) { copyField(obj, old, "Status") }
+
+// copySpec sets every field of obj except metadata and Status to old's.
+func copySpec(obj, old Object) {
+	nv, ov := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+	for i := range nv.NumField() {
+		switch nv.Type().Field(i).Name {
+		case "TypeMeta", "ObjectMeta", "Status":
+			continue
+		}
+		nv.Field(i).Set(ov.Field(i))
+	}
+	obj.SetLabels(old.GetLabels())
+	obj.SetAnnotations(old.GetAnnotations())
+	obj.SetOwnerReferences(old.GetOwnerReferences())
+	obj.SetFinalizers(old.GetFinalizers())
+}
+
+func copyField(obj, old Object, name string) {
+	nf := reflect.ValueOf(obj).Elem().FieldByName(name)
+	of := reflect.ValueOf(old).Elem().FieldByName(name)
+	if nf.IsValid() && of.IsValid() {
+		nf.Set(of)
+	}
+}
+
+func specEqual(a, b Object) bool {
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	for i := range av.NumField() {
+		switch av.Type().Field(i).Name {
+		case "TypeMeta", "ObjectMeta", "Status":
+			continue
+		}
+		if !apiequality.Semantic.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
+			return false
+		}
+	}
+	return true
+}
+
+// ApplyResult is what `kubectl apply` prints for an object.
+type ApplyResult string
+
+// The results kubectl apply reports.
+const (
+	Created    ApplyResult = "created"
+	Configured ApplyResult = "configured"
+	Unchanged  ApplyResult = "unchanged"
+)
+
+// Apply creates obj, or updates the stored object with obj's metadata
+// labels and annotations and everything but its status (kubectl apply's
+// outcome for a manifest that owns those fields). Server-set fields the
+// manifest leaves empty (clusterIP, nodePorts) are kept.
+func (s *Server) Apply(obj Object) (Object, ApplyResult, error) {
+	kind := KindOf(obj)
+	k, err := s.kind(kind)
+	if err != nil {
+		return nil, "", err
+	}
+	ns := obj.GetNamespace()
+	if !k.Namespaced {
+		ns = ""
+	} else if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	old, ok := s.objs[kind][key(ns, obj.GetName())]
+	if !ok {
+		c := obj.DeepCopyObject().(Object)
+		c.SetResourceVersion("")
+		c.SetUID("")
+		o, err := s.Create(c)
+		return o, Created, err
+	}
+	c := obj.DeepCopyObject().(Object)
+	c.SetNamespace(ns)
+	c.SetResourceVersion("")
+	before := old.GetResourceVersion()
+	o, err := s.Update(c)
+	if err != nil {
+		return nil, "", err
+	}
+	if o.GetResourceVersion() == before {
+		return o, Unchanged, nil
+	}
+	return o, Configured, nil
+}

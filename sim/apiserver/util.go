@@ -1,0 +1,134 @@
+package apiserver
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+func newInvalid(k Kind, name string, errs ...*field.Error) error {
+	return apierrors.NewInvalid(k.GroupKind(), name, field.ErrorList(errs))
+}
+
+// kubernetesService is the default/kubernetes Service the API server keeps:
+// the first address of the service range, port https 443 → 6443.
+func (s *Server) kubernetesService() *corev1.Service {
+	first := s.cfg.ServiceCIDR.Masked().Addr().Next()
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"component": "apiserver", "provider": "kubernetes"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: first.String(),
+			Ports: []corev1.ServicePort{{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443,
+				TargetPort: intstr.FromInt32(s.cfg.SecurePort)}},
+		},
+	}
+}
+
+// SetKubernetesEndpoints points default/kubernetes at addr:6443, as the
+// API server's endpoint reconciler does for its --advertise-address: the
+// Endpoints object and the EndpointSlice named kubernetes.
+func (s *Server) SetKubernetesEndpoints(addr netip.Addr) error {
+	port := s.cfg.SecurePort
+	ep := &corev1.Endpoints{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{"endpointslice.kubernetes.io/skip-mirror": "true"}},
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: addr.String()}},
+			Ports: []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}}}},
+	}
+	if err := s.upsert(ep); err != nil {
+		return err
+	}
+	return s.upsert(KubernetesEndpointSlice(addr, port))
+}
+
+func (s *Server) upsert(o Object) error {
+	old, err := s.Get(KindOf(o), o.GetNamespace(), o.GetName())
+	if err == nil {
+		o.SetResourceVersion(old.GetResourceVersion())
+		_, err = s.Update(o)
+		return err
+	}
+	_, err = s.Create(o)
+	return err
+}
+
+// Record stores a corev1.Event about obj, as a component's event recorder
+// does (type Normal or Warning; reason; message). Repeats of the same
+// reason and message for the same object bump its count, as the client-side
+// event correlator does.
+func (s *Server) Record(obj Object, component, eventType, reason, message string) {
+	kind := KindOf(obj)
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	now := metav1.NewTime(s.Now())
+	for _, o := range s.objs["Event"] {
+		ev := o.(*corev1.Event)
+		if ev.InvolvedObject.UID == obj.GetUID() && ev.Reason == reason && ev.Message == message && ev.Namespace == ns {
+			c := ev.DeepCopy()
+			c.Count++
+			c.LastTimestamp = now
+			_, _ = s.Update(c)
+			return
+		}
+	}
+	k, _ := LookupKind(kind)
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns,
+			Name: obj.GetName() + "." + strconv.FormatInt(s.Now().UnixNano(), 16)},
+		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			UID: obj.GetUID(), APIVersion: k.GV.String(), ResourceVersion: obj.GetResourceVersion()},
+		Reason: reason, Message: message, Type: eventType,
+		Source:         corev1.EventSource{Component: component},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	for {
+		if _, taken := s.objs["Event"][key(ns, ev.Name)]; !taken {
+			break
+		}
+		ev.Name += "0"
+	}
+	if _, err := s.Create(ev); err != nil {
+		panic(fmt.Sprintf("apiserver: recording event: %v", err))
+	}
+}
+
+// EventsFor returns the events about the object of kind namespace/name,
+// oldest first.
+func (s *Server) EventsFor(kind, namespace, name string) []*corev1.Event {
+	var out []*corev1.Event
+	for _, o := range s.List("Event", "") {
+		ev := o.(*corev1.Event)
+		if ev.InvolvedObject.Kind == kind && ev.InvolvedObject.Name == name && ev.InvolvedObject.Namespace == namespace {
+			out = append(out, ev)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *corev1.Event) int { return a.FirstTimestamp.Compare(b.FirstTimestamp.Time) })
+	return out
+}
+
+// KubernetesEndpointSlice is the EndpointSlice the API server writes for
+// default/kubernetes.
+func KubernetesEndpointSlice(addr netip.Addr, port int32) *discoveryv1.EndpointSlice {
+	name, proto, ready := "https", corev1.ProtocolTCP, true
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
+	}
+}
