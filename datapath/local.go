@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"net/netip"
+	"syscall"
 
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -212,20 +213,14 @@ func (ns *Netns) icmpSourceFor(orig header.IPv4) [4]byte {
 	return ns.sourceFor([4]byte(orig[12:16]))
 }
 
-// sourceFor is the source address the namespace uses to reach dst.
+// sourceFor is the source address the namespace uses to reach dst
+// (RouteGet's choice), or 0.0.0.0 when there is none.
 func (ns *Netns) sourceFor(dst [4]byte) [4]byte {
-	if ns.IsLocal(dst) {
-		return dst
+	r, err := ns.RouteGet(netip.AddrFrom4(dst))
+	if err != nil || !r.Src.IsValid() {
+		return [4]byte{}
 	}
-	if r, ok := ns.Routes.Lookup(dst); ok {
-		if r.Src.IsValid() {
-			return r.Src.As4()
-		}
-		if d := ns.devByIndex(r.Dev); d != nil {
-			return ns.devAddrFor(d, dst)
-		}
-	}
-	return [4]byte{}
+	return r.Src.As4()
 }
 
 // icmpError sends an ICMP error about orig (icmp_send): never about an ICMP
@@ -541,12 +536,48 @@ type connKey struct {
 // DialTCP opens a connection from src:sport to dst:dport by sending a SYN
 // with initial sequence number isn (the caller picks it, so walks are
 // reproducible). The SYN is traced into tr when tr is not nil.
+//
+// src binds the socket to a local address; 0.0.0.0 (or the zero Addr)
+// leaves it unbound, and connect picks the source as the kernel does for
+// the route to dst (RouteGet: the route's src, else the out device's
+// primary address). As tcp_v4_connect does, a connection to 0.0.0.0 goes
+// to the bound address, or to 127.0.0.1 from 127.0.0.1; a connection to
+// a broadcast or multicast address fails with ENETUNREACH, and a failed
+// route lookup with its errno (ENETUNREACH, EHOSTUNREACH, EACCES,
+// EINVAL), all as a *SocketError, with nothing sent.
 func (ns *Netns) DialTCP(src, dst netip.Addr, sport, dport uint16, isn uint32, tr *Trace) (*TCPConn, error) {
+	if !src.IsValid() {
+		src = netip.IPv4Unspecified()
+	}
 	if !src.Is4() || !dst.Is4() {
 		return nil, &ConfigError{Op: "connect", Object: dst.String(), Reason: "IPv4 addresses required"}
 	}
-	if !ns.IsLocal(src.As4()) {
-		return nil, &ConfigError{Op: "connect", Object: src.String(), Reason: "bind: Cannot assign requested address"}
+	bound := !src.IsUnspecified()
+	if bound && !ns.IsLocal(src.As4()) {
+		return nil, &SocketError{Op: "bind", Addr: netip.AddrPortFrom(src, sport), Errno: syscall.EADDRNOTAVAIL}
+	}
+	peer := netip.AddrPortFrom(dst, dport)
+	if dst.IsUnspecified() {
+		// ip_route_connect: no destination means this host, the bound
+		// address or else loopback on both ends.
+		dst = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		if bound {
+			dst = src
+		}
+	}
+	r, err := ns.RouteGet(dst)
+	if err != nil {
+		return nil, &SocketError{Op: "connect", Addr: peer, Errno: err.(*RouteError).Errno}
+	}
+	if r.Type == RouteBroadcast || r.Type == RouteMulticast {
+		// tcp_v4_connect: RTCF_BROADCAST or RTCF_MULTICAST.
+		return nil, &SocketError{Op: "connect", Addr: peer, Errno: syscall.ENETUNREACH}
+	}
+	if !bound {
+		if !r.Src.IsValid() {
+			return nil, &SocketError{Op: "connect", Addr: peer, Errno: syscall.EADDRNOTAVAIL}
+		}
+		src = r.Src
 	}
 	k := connKey{src.As4(), dst.As4(), sport, dport}
 	if ns.sockets.conns == nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kubewalk/kubewalk/datapath/route"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
@@ -224,30 +225,11 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 	}
 }
 
-// devAddrFor picks a source address on dev for talking to dst: one whose
-// prefix contains dst, else the first on dev, else any (inet_select_addr).
+// devAddrFor picks the source address of an ARP request for dst on dev:
+// inet_select_addr(dev, dst, RT_SCOPE_LINK) as arp_solicit calls it.
 func (ns *Netns) devAddrFor(dev *Device, dst [4]byte) [4]byte {
-	var first, any [4]byte
-	haveFirst := false
-	for _, a := range ns.addrs {
-		if a.Dev.Kind == KindLoopback {
-			continue
-		}
-		if a.Dev == dev {
-			if a.Prefix.Contains(netip.AddrFrom4(dst)) {
-				return a.Prefix.Addr().As4()
-			}
-			if !haveFirst {
-				first, haveFirst = a.Prefix.Addr().As4(), true
-			}
-		} else if any == ([4]byte{}) {
-			any = a.Prefix.Addr().As4()
-		}
-	}
-	if haveFirst {
-		return first
-	}
-	return any
+	a, _ := ns.selectAddr(dev, dst, route.ScopeLink)
+	return a
 }
 
 // Fire is the ARP retransmission timer.

@@ -28,6 +28,11 @@ type Sysctls struct {
 type Addr struct {
 	Prefix netip.Prefix
 	Dev    *Device
+	// Secondary is set, as the kernel sets IFA_F_SECONDARY, when the
+	// device already had a primary address with the same prefix length
+	// whose subnet holds this one. Secondary addresses are never picked
+	// as a source (inet_select_addr skips them).
+	Secondary bool
 }
 
 // Netns is a network namespace: devices, addresses, a routing table, a
@@ -201,7 +206,13 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 			return &ConfigError{Op: "add address", Object: p.String(), Reason: "RTNETLINK answers: File exists"}
 		}
 	}
-	ns.addrs = append(ns.addrs, Addr{Prefix: p, Dev: d})
+	secondary := false
+	for _, a := range ns.addrs {
+		if a.Dev == d && !a.Secondary && a.Prefix.Bits() == p.Bits() && a.Prefix.Masked().Contains(p.Addr()) {
+			secondary = true
+		}
+	}
+	ns.addrs = append(ns.addrs, Addr{Prefix: p, Dev: d, Secondary: secondary})
 	ns.local[a4] = d
 	if d.Kind == KindLoopback {
 		return nil
