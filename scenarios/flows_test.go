@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// source resolves a flow-test source name to its namespace and address.
+// source resolves a flow-test source name to its namespace and address. A
+// node's socket is left unbound (the zero Addr): the kernel picks its
+// source by the route to the destination.
 func (f *Flows) source(t testing.TB, name string) (*datapath.Netns, netip.Addr) {
 	switch name {
 	case "client":
@@ -27,7 +29,7 @@ func (f *Flows) source(t testing.TB, name string) (*datapath.Netns, netip.Addr) 
 		return f.Stranger.Netns, f.Stranger.IP
 	}
 	if n := f.Node(name); n != nil {
-		return n.Host, n.InternalIP
+		return n.Host, netip.Addr{}
 	}
 	t.Fatalf("unknown source %q", name)
 	return nil, netip.Addr{}
@@ -47,6 +49,9 @@ func (f *Flows) addr(name string) netip.Addr {
 	}
 	if s := f.Service("net", name); s != nil {
 		return s.ClusterIP()
+	}
+	if p := f.Pod("net", name); p != nil {
+		return p.IP
 	}
 	return ma(name)
 }
@@ -68,6 +73,11 @@ func TestFlows(t *testing.T) {
 		{"pod on other node to ClusterIP", "client-2", "web", 80, "tcp", both},
 		{"node to ClusterIP is masqueraded", "cka-w1", "web", 80, "tcp", bothMasq},
 		{"control-plane node to ClusterIP", "cka-cp1", "web", 80, "tcp", bothMasq},
+		// A node's own connection to a pod leaves from the address of the
+		// route's device (flannel.1's 10.244.N.0, cni0's 10.244.N.1): no NAT.
+		{"node to a pod on another node is not masqueraded", "cka-w1", "web-2", 80, "tcp", "10.244.2.2:80"},
+		{"node to a pod on the same node is not masqueraded", "cka-w1", "web-1", 80, "tcp", "10.244.1.3:80"},
+		{"node to a remote pod over UDP", "cka-w1", "web-2", 5353, "udp", "10.244.2.2:5353"},
 		{"outside to ClusterIP via a route is masqueraded", "outside", "web", 80, "tcp", bothMasq},
 		{"hairpin: endpoint to its own Service", "web-1", "web", 80, "tcp", "10.244.1.3:80 (masq), 10.244.2.2:80"},
 		{"UDP ClusterIP", "client", "web-udp", 53, "udp", "10.244.1.3:5353, 10.244.2.2:5353"},
@@ -117,8 +127,18 @@ func TestFlows(t *testing.T) {
 				ns, src := f.source(t, tc.from)
 				dst := f.addr(tc.to)
 				if tc.proto == "tcp" {
-					_, err := ns.DialTCP(src, dst, 40000, tc.port, 1000, tr)
-					return src, err
+					c, err := ns.DialTCP(src, dst, 40000, tc.port, 1000, tr)
+					if err != nil {
+						return src, err
+					}
+					return netip.AddrFrom4(c.Src), nil
+				}
+				if !src.IsValid() {
+					r, err := ns.RouteGet(dst)
+					if err != nil {
+						return src, err
+					}
+					src = r.Src
 				}
 				if _, err := ns.ListenUDP(40000, false); err != nil {
 					return src, err

@@ -176,3 +176,23 @@ func TestExport(t *testing.T) {
 	require.Contains(t, down, "ip netns del kwx-cka-w1")
 	require.NotContains(t, down, "ip link", "teardown only deletes namespaces it created")
 }
+
+// A node's connection takes its source from the route, as `ip route get`
+// does: to a pod on another node that is flannel.1's 10.244.1.0, which
+// flannel does not masquerade; --source-ip binds the InternalIP instead,
+// and that one is masqueraded.
+func TestTraceNodeSourceFollowsTheRoute(t *testing.T) {
+	base := []string{"trace", "--scenario", "reference", "--from", "cka-w1", "--to", "net/web-2"}
+	code, out, errs := call(base...)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "10.244.1.0.40000 > 10.244.2.2.80: Flags [S]")
+	require.NotContains(t, out, "MASQUERADE")
+	code, out, errs = call(append(base, "--source-ip", "192.168.122.21")...)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "192.168.122.21.40000 > 10.244.2.2.80: Flags [S]")
+	require.Contains(t, out, "MASQUERADE")
+	code, out, errs = call(append(base, "--source-ip", "10.9.9.9")...)
+	require.Equal(t, 2, code)
+	require.Empty(t, out)
+	require.Contains(t, errs, "--source-ip: 10.9.9.9 is not an address of cka-w1")
+}

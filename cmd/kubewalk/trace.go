@@ -27,7 +27,11 @@ same scenario, seed and flags give the same output, byte for byte.
 Usage:
   kubewalk trace --scenario NAME --from SOURCE --to DESTINATION [flags]
 
-SOURCE is a pod (namespace/name), a node name or an outside host name.
+SOURCE is a pod (namespace/name), a node name or an outside host name. A
+node sends from the address its route to DESTINATION selects, as the
+kernel does (ip route get: the route's src, else the out device's primary
+address; to a remote pod that is flannel.1's 10.244.N.0); --source-ip binds
+another of its addresses.
 DESTINATION is one of:
   namespace/name          a pod
   10.244.2.2              an IP address (with --port)
@@ -53,6 +57,7 @@ Examples:
 
 type traceFlags struct {
 	scenario, from, to, proto, level, output string
+	sourceIP                                 string
 	port, sport                              int
 	seed                                     uint64
 	explore, arp                             bool
@@ -67,6 +72,7 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	fs.StringVar(&f.proto, "proto", "tcp", "protocol: tcp, udp or icmp")
 	fs.IntVar(&f.port, "port", 0, "destination port when --to does not give one (default 80)")
 	fs.IntVar(&f.sport, "source-port", 40000, "client source port (tcp, udp)")
+	fs.StringVar(&f.sourceIP, "source-ip", "", "bind this local address of SOURCE instead of the one the route selects")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the simulated world (MACs, endpoint choice, ports)")
 	fs.StringVar(&f.level, "level", "summary", "text detail: minimal, summary or detailed")
 	fs.BoolVar(&f.explore, "explore", false, "enumerate every branch (random endpoint choice) with its probability")
@@ -99,6 +105,11 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	}
 	if f.from == "" || f.to == "" {
 		return usagef("--from and --to are required")
+	}
+	if f.sourceIP != "" {
+		if a, err := netip.ParseAddr(f.sourceIP); err != nil || !a.Is4() {
+			return usagef("--source-ip: %q is not an IPv4 address", f.sourceIP)
+		}
 	}
 	capture := f.output == "pcapng"
 	walk := func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
@@ -148,7 +159,8 @@ func resolveSource(c *sim.Cluster, s string) (endpoint, error) {
 		return endpoint{ns: p.Netns, ip: p.IP}, nil
 	}
 	if n := c.Node(s); n != nil {
-		return endpoint{ns: n.Host, ip: n.InternalIP}, nil
+		// Unbound: the route to the destination picks the source.
+		return endpoint{ns: n.Host}, nil
 	}
 	if h := c.ExternalHost(s); h != nil {
 		return endpoint{ns: h.Netns, ip: h.IP}, nil
@@ -316,11 +328,27 @@ func (f *traceFlags) walk(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
 		port = 80
 	}
 	sport := uint16(f.sport)
+	if f.sourceIP != "" {
+		a := netip.MustParseAddr(f.sourceIP)
+		if !src.ns.IsLocal(a.As4()) {
+			return netip.Addr{}, usagef("--source-ip: %s is not an address of %s", a, f.from)
+		}
+		src.ip = a
+	}
+	if !src.ip.IsValid() && f.proto != "tcp" {
+		r, err := src.ns.RouteGet(dst.ip)
+		if err != nil {
+			return src.ip, fmt.Errorf("%s to %s: %w", f.from, dst.ip, err)
+		}
+		src.ip = r.Src
+	}
 	switch f.proto {
 	case "tcp":
-		if _, err := src.ns.DialTCP(src.ip, dst.ip, sport, port, 1000, tr); err != nil {
+		c, err := src.ns.DialTCP(src.ip, dst.ip, sport, port, 1000, tr)
+		if err != nil {
 			return src.ip, err
 		}
+		src.ip = netip.AddrFrom4(c.Src)
 	case "udp":
 		if _, err := src.ns.ListenUDP(sport, false); err != nil {
 			return src.ip, fmt.Errorf("binding UDP port %d on %s: %w", sport, f.from, err)
