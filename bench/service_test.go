@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/scenarios"
@@ -70,12 +71,15 @@ func BenchmarkClusterIPFirstPacket(b *testing.B) {
 			e := r.World.Engine
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu, flushCPU := cpuTime(), time.Duration(0)
 			for i := 0; i < b.N; i++ {
 				if i%len(syns) == 0 && i > 0 {
 					// Start a fresh conntrack state so every SYN is a new flow.
 					b.StopTimer()
+					t := cpuTime()
 					r.W1.Conntrack.Flush()
 					r.W2.Conntrack.Flush()
+					flushCPU += cpuTime() - t
 					b.StartTimer()
 				}
 				p := e.Pool.Get()
@@ -86,6 +90,7 @@ func BenchmarkClusterIPFirstPacket(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			reportCPU(b, cpu+flushCPU)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
 			b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
 			if got.Dropped != b.N {
