@@ -113,6 +113,11 @@ type Netfilter struct {
 	// divide by packets for rules/packet.
 	Evaluations uint64
 	ctx         evalCtx
+	// gen is the ruleset generation: every commit bumps it, invalidating
+	// the flow cache.
+	gen uint64
+	// flowHits counts walks replayed from the flow cache (for tests).
+	flowHits uint64
 }
 
 // Install creates the four tables on ns and registers their hooks at the
@@ -192,6 +197,8 @@ type evalCtx struct {
 	nat      conntrack.Manip
 	// set by the terminal rule
 	rule *Rule
+	// rec records the walk for the flow cache when rec.on is set.
+	rec flowRec
 }
 
 func be32(b []byte) uint32 {
@@ -258,6 +265,7 @@ func (nf *Netfilter) runTable(c *evalCtx) verdict {
 	ch := c.t.builtins[c.hook]
 	v := nf.runChain(c, ch, 0)
 	if v == vContinue {
+		c.rec.policy = true
 		ch.Packets++
 		ch.Bytes += c.plen
 		if ch.Policy == DropPolicy {
@@ -277,11 +285,22 @@ func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
 	}
 	for _, r := range ch.rules {
 		nf.Evaluations++
+		if c.rec.on && r.volatileMatch {
+			c.rec.uncacheable = true
+		}
 		if !r.matches(c) {
 			continue
 		}
 		r.Packets++
 		r.Bytes += c.plen
+		if c.rec.on {
+			if r.volatileTarget || c.rec.n == maxReplay {
+				c.rec.uncacheable = true
+			} else {
+				c.rec.rules[c.rec.n] = r
+				c.rec.n++
+			}
+		}
 		if c.p.Trace != nil {
 			nf.observe(c, c.t.Name+"/"+ch.Name, trace.Matched, r.text)
 		}
@@ -422,6 +441,8 @@ type hookStage struct {
 	nf   *Netfilter
 	t    *Table
 	hook datapath.Hook
+	// cache is the flow cache (flowcache.go), allocated on first use.
+	cache *[flowSlots]flowSlot
 }
 
 var _ datapath.Stage = (*hookStage)(nil)
@@ -437,7 +458,18 @@ func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdi
 	if !c.init(s.nf, w, p, s.t, s.hook) {
 		return datapath.VerdictContinue
 	}
-	return s.nf.finish(c, s.nf.runTable(c))
+	if p.Trace != nil {
+		return s.nf.finish(c, s.nf.runTable(c))
+	}
+	k := c.flowKey()
+	if s.replay(c, &k) {
+		return datapath.VerdictContinue
+	}
+	c.rec.on = true
+	evals := s.nf.Evaluations
+	v := s.nf.runTable(c)
+	s.store(c, &k, v, s.nf.Evaluations-evals)
+	return s.nf.finish(c, v)
 }
 
 // natStage is iptable_nat's hook (nf_nat_ipv4_fn): RELATED ICMP errors are

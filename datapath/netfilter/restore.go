@@ -444,8 +444,10 @@ func (nf *Netfilter) commit(st *staged) {
 		}
 		for _, r := range c.rules {
 			r.chain = c
+			r.classify()
 		}
 	}
+	nf.gen++
 	if !t.loaded {
 		t.loaded = true
 		nf.order = append(nf.order, t.Name)

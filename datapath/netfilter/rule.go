@@ -23,6 +23,9 @@ type Rule struct {
 
 	ms     []match
 	target target
+	// volatileMatch and volatileTarget keep walks through the rule out of
+	// the flow cache (see classify).
+	volatileMatch, volatileTarget bool
 
 	Packets, Bytes uint64
 
