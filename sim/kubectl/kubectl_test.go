@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubewalk/kubewalk/internal/golden"
+	"github.com/kubewalk/kubewalk/sim/apiserver"
 )
 
 // run is `kubectl get ARGS` with the flags in args parsed the way the CLI
@@ -172,4 +173,17 @@ func TestLookupResource(t *testing.T) {
 func TestCellCutsAtNewline(t *testing.T) {
 	assert.Equal(t, "first...", cell("first\nsecond"))
 	assert.Equal(t, "plain", cell("plain"))
+}
+
+// The resources kubectl names are the kinds the API server serves, with the
+// same group, version, resource name and scope.
+func TestResourcesMatchServedKinds(t *testing.T) {
+	for _, r := range resources {
+		k, ok := apiserver.LookupKind(r.Kind)
+		require.True(t, ok, r.Kind)
+		assert.Equal(t, k.GV, r.GroupVersionKind().GroupVersion(), r.Kind)
+		assert.Equal(t, k.GroupResource(), r.GroupResource(), r.Kind)
+		assert.Equal(t, k.Namespaced, r.Namespaced, r.Kind)
+	}
+	assert.Len(t, resources, len(apiserver.Kinds))
 }

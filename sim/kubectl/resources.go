@@ -5,16 +5,15 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubewalk/kubewalk/sim/apiserver"
 )
 
 // Object is any stored API object: every k8s.io/api type satisfies it.
-type Object interface {
-	runtime.Object
-	metav1.Object
-}
+type Object = apiserver.Object
+
+var _ Lister = (*apiserver.Server)(nil)
 
 // Lister is the read side of an API server the views need: the objects of
 // a kind (namespace "" = all namespaces, sorted by namespace then name, as
