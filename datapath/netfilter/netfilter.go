@@ -10,6 +10,15 @@
 // allocate unless the packet is traced. Rules run in order, like the
 // kernel's ipt_do_table, and every rule evaluation is counted so that a
 // benchmark can report rules per packet.
+//
+// The backend modelled is iptables-nft (iptables 1.8.x "(nf_tables)"), the
+// one Debian, Ubuntu and kubeadm nodes run behind the iptables name: the
+// rule text and iptables-save output are the same as iptables-legacy's,
+// but the ruleset is validated by nf_tables when it is loaded. Chains
+// nested deeper than NFTJumpStackSize are refused then, with
+// iptables-nft-restore's "RULE_APPEND failed (Too many links)", never
+// dropped at walk time. Errors keep iptables-restore's
+// "iptables-restore: line N failed" frame so they name the rule.
 package netfilter
 
 import (
@@ -277,11 +286,9 @@ func (nf *Netfilter) runTable(c *evalCtx) verdict {
 	return v
 }
 
-const maxDepth = 64
-
 func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
-	if depth > maxDepth {
-		return vDrop // cannot happen: loops are refused at load time
+	if depth >= NFTJumpStackSize {
+		return vDrop // cannot happen: loops and deeper nesting are refused at load time
 	}
 	for _, r := range ch.rules {
 		nf.Evaluations++

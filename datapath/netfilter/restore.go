@@ -3,6 +3,7 @@ package netfilter
 import (
 	"maps"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -16,6 +17,10 @@ type ParseError struct {
 	Line int
 	Text string
 	Msg  string
+	// Lines, for a ruleset the kernel refused as a whole (chains nested
+	// deeper than NFTJumpStackSize), lists every input line whose rule
+	// iptables-nft-restore reports as failed; Line is the first.
+	Lines []int
 }
 
 // Error formats the error like iptables-restore, with the line and its text.
@@ -48,6 +53,9 @@ type staged struct {
 	refs     map[*Chain]int
 	opts     RestoreOptions
 	declared map[string]bool
+	// added holds the rules this restore appended or inserted, in input
+	// order, for the jump-depth check.
+	added []*Rule
 }
 
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
@@ -181,6 +189,7 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 			return err
 		}
 		r.line = line
+		st.added = append(st.added, r)
 		old := st.rules[c]
 		rs := make([]*Rule, 0, len(old)+1)
 		if pos < 0 {
@@ -384,6 +393,87 @@ func hookNames(m uint8) string {
 	return strings.Join(s, "/")
 }
 
+// NFTJumpStackSize is the kernel's NFT_JUMP_STACK_SIZE (net/netfilter
+// nf_tables): a chain may be entered through at most 15 nested jumps or
+// gotos from a base chain; nft_chain_validate refuses a chain at level 16
+// with EMLINK ("Too many links"), when the ruleset is loaded.
+const NFTJumpStackSize = 16
+
+// jumpHeight is the largest number of nested jumps below each chain,
+// counting only rules for which use returns true. The graph has no loops
+// (validate runs first).
+func (st *staged) jumpHeight(use func(*Rule) bool) map[*Chain]int {
+	h := map[*Chain]int{}
+	var visit func(c *Chain) int
+	visit = func(c *Chain) int {
+		if v, ok := h[c]; ok {
+			return v
+		}
+		h[c] = 0
+		best := 0
+		for _, r := range st.rules[c] {
+			if tc := r.target.chain; tc != nil && use(r) {
+				best = max(best, 1+visit(tc))
+			}
+		}
+		h[c] = best
+		return best
+	}
+	for _, b := range st.t.builtins {
+		if b != nil {
+			visit(b)
+		}
+	}
+	return h
+}
+
+// tooDeep reports whether a base chain of the table reaches a chain at
+// level NFTJumpStackSize.
+func (st *staged) tooDeep(use func(*Rule) bool) bool {
+	h := st.jumpHeight(use)
+	for _, b := range st.t.builtins {
+		if b != nil && h[b] >= NFTJumpStackSize {
+			return true
+		}
+	}
+	return false
+}
+
+// checkDepth is the nf_tables validation iptables-nft's batch gets: after
+// each rule added, the whole table is validated, so the first rule that
+// makes a chain reachable at level 16 and every rule added after it fail
+// with "RULE_APPEND failed (Too many links)". It returns the first
+// refused rule and the lines of all of them, or nil.
+func (st *staged) checkDepth() (*Rule, []int) {
+	all := func(*Rule) bool { return true }
+	if !st.tooDeep(all) {
+		return nil, nil
+	}
+	idx := make(map[*Rule]int, len(st.added))
+	for i, r := range st.added {
+		idx[r] = i
+	}
+	// Depth only grows as rules are added: find the first prefix of the
+	// added rules that is too deep.
+	k := sort.Search(len(st.added), func(k int) bool {
+		return st.tooDeep(func(r *Rule) bool { i, ok := idx[r]; return !ok || i <= k })
+	})
+	if k == len(st.added) {
+		// Too deep without any rule of this restore (--noflush onto a
+		// table already at the limit cannot happen: it was checked).
+		return nil, nil
+	}
+	var lines []int
+	for _, r := range st.added[k:] {
+		lines = append(lines, r.line)
+	}
+	return st.added[k], lines
+}
+
+func depthMsg(r *Rule) string {
+	return "RULE_APPEND failed (Too many links): rule in chain " + r.chain.Name
+}
+
 // validate is what the kernel checks when a table is replaced
 // (translate_table): no loops among chains, and every target used only
 // from hooks it supports. It computes each chain's hook mask.
@@ -498,6 +588,9 @@ func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
 				}
 				return fail(err)
 			}
+			if r, refused := cur.checkDepth(); r != nil {
+				return &ParseError{Line: r.line, Text: strings.TrimRight(lines[r.line-1], "\r"), Msg: depthMsg(r), Lines: refused}
+			}
 			done = append(done, cur)
 			cur = nil
 		case cur == nil:
@@ -549,6 +642,9 @@ func (nf *Netfilter) Exec(table string, args ...string) error {
 	}
 	if _, err := st.validate(); err != nil {
 		return &ParseError{Text: text, Msg: err.Error()}
+	}
+	if r, _ := st.checkDepth(); r != nil {
+		return &ParseError{Text: text, Msg: depthMsg(r)}
 	}
 	nf.commit(st)
 	return nil
