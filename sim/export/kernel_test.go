@@ -38,22 +38,65 @@ const (
 	captureWindow = 600 * time.Millisecond
 )
 
-// needKernel skips unless the test can create network namespaces.
+// needKernel skips, with the reason, unless everything the differential
+// tests use is here: root, the programs the setup script runs, and the
+// kernel features it needs in a namespace of its own.
 func needKernel(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("differential tests against the Linux kernel need root (network namespaces, AF_PACKET sockets)")
+	if reason := kernelMissing(); reason != "" {
+		t.Skip("differential tests against the Linux kernel skipped: " + reason)
 	}
-	for _, bin := range []string{"ip", "bridge", "sysctl"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("differential tests need %s (iproute2, procps): %v", bin, err)
+}
+
+// kernelTools are the programs the setup and teardown scripts run, with
+// the Debian package that ships each.
+var kernelTools = []struct{ bin, pkg string }{
+	{"sh", "dash"},
+	{"ip", "iproute2"},
+	{"bridge", "iproute2"},
+	{"sysctl", "procps"},
+	{"iptables-restore", "iptables"},
+	{"iptables-save", "iptables"},
+}
+
+// kernelMissing returns why the differential tests cannot run here, or ""
+// when they can. It probes the kernel in a namespace it creates and
+// deletes: a vxlan device (the vxlan module), a writable
+// bridge-nf-call-iptables (br_netfilter, per namespace since Linux 5.3)
+// and iptables-restore loading a nat rule like kube-proxy's.
+func kernelMissing() string {
+	if os.Geteuid() != 0 {
+		return "they need root (network namespaces, AF_PACKET sockets)"
+	}
+	for _, tool := range kernelTools {
+		if _, err := exec.LookPath(tool.bin); err != nil {
+			return fmt.Sprintf("%s is not installed (Debian package %s)", tool.bin, tool.pkg)
 		}
 	}
-	probe := testPrefix + "-probe-" + fmt.Sprint(os.Getpid())
+	probe := fmt.Sprintf("%s-probe-%d", testPrefix, os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace here: %v: %s", err, out)
+		return fmt.Sprintf("cannot create a network namespace: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	_ = exec.Command("ip", "netns", "del", probe).Run()
+	defer exec.Command("ip", "netns", "del", probe).Run()
+	if out, err := exec.Command("ip", "-n", probe, "link", "add", "kwprobe0", "type", "vxlan",
+		"id", "1", "dstport", "8472", "nolearning").CombinedOutput(); err != nil {
+		return fmt.Sprintf("cannot create a vxlan device (vxlan module): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	if out, err := exec.Command("ip", "netns", "exec", probe, "sh", "-c",
+		"test -w /proc/sys/net/bridge/bridge-nf-call-iptables").CombinedOutput(); err != nil {
+		return fmt.Sprintf("no per-namespace /proc/sys/net/bridge/bridge-nf-call-iptables (br_netfilter not loaded: modprobe br_netfilter): %v: %s",
+			err, strings.TrimSpace(string(out)))
+	}
+	rules := "*nat\n:PREROUTING ACCEPT [0:0]\n:KWPROBE - [0:0]\n" +
+		"-A PREROUTING -m comment --comment probe -j KWPROBE\n" +
+		"-A KWPROBE -p tcp -m tcp --dport 80 -m statistic --mode random --probability 0.5 -j DNAT --to-destination 10.0.0.1:80\n" +
+		"COMMIT\n"
+	cmd := exec.Command("ip", "netns", "exec", probe, "iptables-restore", "-w")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Sprintf("iptables-restore cannot load a nat rule in a namespace: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return ""
 }
 
 // deleteStale removes namespaces left by an earlier, killed run of the
@@ -301,4 +344,31 @@ func (r realRun) do() (map[point][]frame, error) {
 		out[c.pt] = c.frames
 	}
 	return out, nil
+}
+
+// TestKernelMissingNamesEachTool hides the tools one at a time behind a
+// PATH of stand-ins for all the others and checks that the differential
+// tests skip and name the missing tool and its package.
+func TestKernelMissingNamesEachTool(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("kernelMissing reports missing root before it looks at tools")
+	}
+	for _, hide := range kernelTools {
+		t.Run(hide.bin, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, tool := range kernelTools {
+				if tool.bin != hide.bin {
+					// Never run: kernelMissing checks every tool first.
+					if err := os.WriteFile(dir+"/"+tool.bin, []byte("#!/bin/false\n"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			t.Setenv("PATH", dir)
+			want := hide.bin + " is not installed (Debian package " + hide.pkg + ")"
+			if got := kernelMissing(); got != want {
+				t.Fatalf("with %s hidden, kernelMissing() = %q, want %q", hide.bin, got, want)
+			}
+		})
+	}
 }
