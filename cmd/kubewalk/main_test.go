@@ -124,6 +124,12 @@ func TestBadInput(t *testing.T) {
 		{[]string{"scenarios", "extra"}, `unexpected argument "extra"`},
 		{[]string{"export", "--scenario", "nope"}, `unknown scenario "nope"`},
 		{[]string{"export", "--scenario", "reference", "-o", "yaml"}, `unknown output format "yaml"`},
+		{[]string{"export", "--scenario", "reference", "--prefix", "x;echo INJECTED #"}, `invalid prefix "x;echo INJECTED #"`},
+		{[]string{"export", "--scenario", "reference", "--prefix", "$(id)"}, `invalid prefix "$(id)"`},
+		{[]string{"export", "--scenario", "reference", "--prefix", "x\necho INJECTED"}, `invalid prefix "x\necho INJECTED"`},
+		{[]string{"export", "--scenario", "reference", "--teardown", "--prefix", "-rf"}, `invalid prefix "-rf"`},
+		{[]string{"export", "--scenario", "x;echo INJECTED #"}, `unknown scenario "x;echo INJECTED #"`},
+		{[]string{"export", "--scenario", "reference\necho INJECTED"}, `unknown scenario "reference\necho INJECTED"`},
 	} {
 		code, out, errs := call(tc.args...)
 		require.Equal(t, 2, code, "%v: %s", tc.args, errs)

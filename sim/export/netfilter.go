@@ -20,18 +20,44 @@ import (
 // kube-proxy has synced (Node.ProxyRules is set) it also sets
 // net.ipv4.conf.all.route_localnet=1, as kube-proxy does for localhost
 // NodePorts.
-func netfilterScript(ns string, n *sim.Node) string {
+//
+// The rules travel in a quoted here-document, which the shell passes on
+// unexpanded; a rule text holding the document's terminator line (a
+// Service or comment crafted to end it early) is refused with an *Error.
+func netfilterScript(ns string, n *sim.Node) (string, error) {
 	if n.Netfilter == nil {
-		return ""
+		return "", nil
 	}
 	save := n.Netfilter.Save(netfilter.SaveOptions{})
 	if !strings.Contains(save, "\n-A ") {
-		return ""
+		return "", nil
 	}
 	var b strings.Builder
 	if n.ProxyRules != nil {
-		fmt.Fprintf(&b, "ip netns exec %s sysctl -qw net.ipv4.conf.all.route_localnet=1\n", ns)
+		fmt.Fprintf(&b, "ip netns exec %s sysctl -qw net.ipv4.conf.all.route_localnet=1\n", quote(ns))
 	}
-	fmt.Fprintf(&b, "ip netns exec %s iptables-restore -w <<'KUBEWALK_EOF'\n%sKUBEWALK_EOF\n", ns, save)
-	return b.String()
+	doc, err := restoreCommand(ns, save)
+	if err != nil {
+		return "", &Error{Msg: "node " + n.Name + ": " + err.Error()}
+	}
+	b.WriteString(doc)
+	return b.String(), nil
 }
+
+// restoreCommand is `ip netns exec NS iptables-restore -w` fed rules in a
+// quoted here-document. Rules holding the document's terminator line are
+// refused.
+func restoreCommand(ns, rules string) (string, error) {
+	for _, l := range strings.Split(rules, "\n") {
+		if l == heredocEnd {
+			return "", fmt.Errorf("the iptables rules hold the line %q that would end the script's here-document", heredocEnd)
+		}
+	}
+	if rules != "" && !strings.HasSuffix(rules, "\n") {
+		rules += "\n"
+	}
+	return fmt.Sprintf("ip netns exec %s iptables-restore -w <<'%s'\n%s%s\n", quote(ns), heredocEnd, rules, heredocEnd), nil
+}
+
+// heredocEnd ends the here-document that carries iptables-save text.
+const heredocEnd = "KUBEWALK_EOF"
