@@ -98,8 +98,9 @@ func checkRef(r nsRef) error {
 type words []string
 
 // quote returns s as one shell word: unchanged when every byte is one no
-// POSIX shell treats specially, else in single quotes, each ' written as
-// '\”. It is the only way a value enters a script.
+// POSIX shell treats specially, else in single quotes, where each single
+// quote of s closes the quoting, is written escaped with a backslash, and
+// reopens it. It is the only way a value enters a script.
 func quote(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+=,") == "" {
 		return s
