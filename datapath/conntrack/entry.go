@@ -115,6 +115,7 @@ type Entry struct {
 
 	expires  time.Duration
 	streamTS time.Duration // UDP: after this time a replied flow is a stream
+	hnext    [2]hnode      // next node in the hash chains of Orig and Reply
 	t        *Table
 	rel      relatedRef
 }

@@ -62,12 +62,32 @@ func (to *Timeouts) tcp(s TCPState) time.Duration {
 // value kube-proxy sets on a node with 8 CPUs (conntrack.maxPerCore 32768).
 const DefaultMax = 262144
 
+// DefaultBuckets is the nf_conntrack_buckets used when Config.Buckets is
+// zero: the kernel's default on a machine with more than 4 GiB of memory
+// (nf_conntrack_init_start), which kube-proxy leaves alone when it sets
+// nf_conntrack_max to DefaultMax (it raises hashsize only below max/4).
+const DefaultBuckets = 262144
+
+// EvictionRange is NF_CT_EVICTION_RANGE: how many hash buckets early_drop
+// scans, starting at the new connection's.
+const EvictionRange = 8
+
 // Config configures a conntrack table.
 type Config struct {
-	// Max is net.netfilter.nf_conntrack_max: when the table holds this many
-	// connections, packets that would create a new one are dropped
-	// ("nf_conntrack: table full, dropping packet"). 0 means DefaultMax.
+	// Max is net.netfilter.nf_conntrack_max. When the table holds this many
+	// connections, a packet that would create one runs early_drop: the
+	// EvictionRange hash buckets from the new tuple's are scanned, and
+	// every entry of the first bucket that has any that are confirmed,
+	// not ASSURED and not dying is evicted; if none qualifies the packet
+	// is dropped ("nf_conntrack: table full, dropping packet").
+	// 0 means DefaultMax.
 	Max int
+	// Buckets is nf_conntrack_buckets (the hashsize module parameter),
+	// the number of hash buckets early_drop's scan is counted in. 0 means
+	// DefaultBuckets. The kernel hashes tuples with a per-boot random
+	// seed; kubewalk uses a fixed hash, so which entries share a bucket
+	// is deterministic but not the same as on a given real machine.
+	Buckets int
 	// Timeouts; the zero value means DefaultTimeouts().
 	Timeouts *Timeouts
 	// TCPLoose is nf_conntrack_tcp_loose (default 1): a TCP packet without
@@ -79,6 +99,8 @@ type Config struct {
 // Stats are the counters of `conntrack -S` that the model maintains.
 type Stats struct {
 	Found, New, Invalid, Drop, Insert, InsertFailed, Related uint64
+	// EarlyDrop counts connections evicted by early_drop (early_drop=).
+	EarlyDrop uint64
 }
 
 type slot struct {
@@ -102,6 +124,12 @@ type Table struct {
 	loose    bool
 	m        map[Tuple]slot
 	count    int
+	nbuckets uint32
+	// heads are the hash chains early_drop scans (each connection is in
+	// the chain of its original and of its reply tuple, newest first, as
+	// in the kernel's hlist). Built the first time the table is full and
+	// kept up to date from then on; nil before.
+	heads    []hnode
 	nextID   uint32
 	rover    uint16
 	Stats    Stats
@@ -115,6 +143,10 @@ func NewTable(ns *datapath.Netns, cfg Config) *Table {
 	t := &Table{ns: ns, max: cfg.Max, to: DefaultTimeouts(), loose: !cfg.StrictTCP, m: map[Tuple]slot{}}
 	if t.max <= 0 {
 		t.max = DefaultMax
+	}
+	t.nbuckets = uint32(DefaultBuckets)
+	if cfg.Buckets > 0 {
+		t.nbuckets = uint32(cfg.Buckets)
 	}
 	if cfg.Timeouts != nil {
 		t.to = *cfg.Timeouts
@@ -195,6 +227,10 @@ func (t *Table) remove(e *Entry) {
 	}
 	if s, ok := t.m[e.Reply]; ok && s.e == e {
 		delete(t.m, e.Reply)
+	}
+	if t.heads != nil {
+		t.unlink(e, 0)
+		t.unlink(e, 1)
 	}
 	t.count--
 }
@@ -328,6 +364,9 @@ func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
 	e.Status |= StatusConfirmed
 	t.m[e.Orig] = slot{e: e}
 	t.m[e.Reply] = slot{e: e, reply: true}
+	if t.heads != nil {
+		t.link(e)
+	}
 	t.count++
 	t.Stats.Insert++
 	return e

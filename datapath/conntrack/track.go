@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
@@ -218,7 +219,7 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 }
 
 func (t *Table) newConn(w *datapath.Walk, p *datapath.Packet, pr parsed, now time.Duration) datapath.Verdict {
-	if t.full(now) {
+	if t.full(now) && !t.evict(w, p, pr.t, now) {
 		t.Stats.Drop++
 		if p.Trace != nil {
 			w.Observe(p, trace.Observation{Node: t.ns.Node, Netns: t.ns.Name, Stage: StageIn, Action: trace.Dropped,
@@ -269,6 +270,16 @@ func (t *Table) newConn(w *datapath.Walk, p *datapath.Packet, pr parsed, now tim
 		t.note(w, p, "NEW "+e.Orig.String())
 	}
 	return datapath.VerdictContinue
+}
+
+// evict runs early_drop for a new connection's tuple on a full table and
+// reports whether room was made.
+func (t *Table) evict(w *datapath.Walk, p *datapath.Packet, tu Tuple, now time.Duration) bool {
+	n := t.earlyDrop(tu, now)
+	if n > 0 && p.Trace != nil {
+		t.note(w, p, "table full: early_drop evicted "+strconv.Itoa(n)+" unassured connection(s)")
+	}
+	return n > 0
 }
 
 // related is icmp_error_message: an ICMP error whose quoted datagram

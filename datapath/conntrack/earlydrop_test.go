@@ -1,0 +1,111 @@
+package conntrack
+
+import (
+	"testing"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/stretchr/testify/require"
+)
+
+// udpFlow sends the first datagram of a flow from 10.0.0.1:sport to
+// 10.0.0.2:53 through conntrack-in and confirm, as a locally generated
+// packet would pass OUTPUT and POSTROUTING. It returns the verdict and the
+// packet's trace.
+func udpFlow(t *testing.T, e *datapath.Engine, tb *Table, sport uint16) (datapath.Verdict, *trace.Trace) {
+	t.Helper()
+	b := make([]byte, 28)
+	b[0], b[2], b[3], b[8], b[9] = 0x45, 0, 28, 64, datapath.ProtoUDP
+	copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
+	b[20], b[21], b[22], b[23], b[25] = byte(sport>>8), byte(sport), 0, 53, 8
+	p := e.Pool.Get()
+	require.True(t, p.SetIPPacket(b))
+	tr := &trace.Trace{}
+	p.Trace = tr
+	w := e.Walk()
+	v := tb.inStage.Process(w, p)
+	if v.Code == datapath.Continue {
+		v = tb.cfmStage.Process(w, p)
+		p.Release()
+	}
+	return v, tr
+}
+
+func details(tr *trace.Trace) []string {
+	var out []string
+	for _, o := range tr.Obs {
+		out = append(out, o.Detail)
+	}
+	return out
+}
+
+// TestEarlyDropEvictsUnassuredWhenFull: with nf_conntrack_max reached, a
+// new connection evicts the not-ASSURED entries of the first of the
+// EvictionRange buckets from its own that holds any, and is admitted;
+// ASSURED entries are never evicted, and then the packet is dropped with
+// "nf_conntrack: table full, dropping packet". Before, every new
+// connection on a full table was dropped.
+func TestEarlyDropEvictsUnassuredWhenFull(t *testing.T) {
+	e := datapath.NewEngine(1)
+	tb := Install(e.NewNetns("n", "ns"), Config{Max: 4, Buckets: 1})
+	for sp := uint16(1000); sp < 1004; sp++ {
+		v, _ := udpFlow(t, e, tb, sp)
+		require.Equal(t, datapath.Continue, v.Code)
+	}
+	require.Equal(t, 4, tb.Len())
+
+	// One bucket: all four unreplied flows are in it and all are evicted.
+	v, tr := udpFlow(t, e, tb, 2000)
+	require.Equal(t, datapath.Continue, v.Code, "admitted")
+	require.Contains(t, details(tr), "table full: early_drop evicted 4 unassured connection(s)")
+	require.Equal(t, 1, tb.Len())
+	require.Equal(t, uint64(4), tb.Stats.EarlyDrop)
+
+	// Assured entries stay: the table is full and the new flow is dropped.
+	for _, en := range tb.List() {
+		en.Status |= StatusAssured
+	}
+	for sp := uint16(3000); sp < 3003; sp++ {
+		_, _ = udpFlow(t, e, tb, sp)
+	}
+	for _, en := range tb.List() {
+		en.Status |= StatusAssured
+	}
+	require.Equal(t, 4, tb.Len())
+	v, tr = udpFlow(t, e, tb, 4000)
+	require.Equal(t, datapath.Stolen, v.Code, "dropped (traced: recorded and released)")
+	last := tr.Obs[len(tr.Obs)-1]
+	require.Equal(t, "nf_conntrack: table full, dropping packet", last.Detail)
+	require.Equal(t, datapath.ReasonConntrackFull.String(), last.Reason)
+	require.Equal(t, uint64(1), tb.Stats.Drop)
+	require.Equal(t, 4, tb.Len())
+}
+
+// TestEarlyDropScansOnlyEightBuckets: an unassured entry outside the
+// EvictionRange buckets from the new tuple's does not make room.
+func TestEarlyDropScansOnlyEightBuckets(t *testing.T) {
+	e := datapath.NewEngine(1)
+	tb := Install(e.NewNetns("n", "ns"), Config{Max: 1, Buckets: 1024})
+	v, _ := udpFlow(t, e, tb, 1000)
+	require.Equal(t, datapath.Continue, v.Code)
+	old := tb.List()[0]
+	in := func(b, from uint32) bool { return (b-from+tb.nbuckets)%tb.nbuckets < EvictionRange }
+	var near, far uint16
+	for sp := uint16(2000); near == 0 || far == 0; sp++ {
+		tu := Tuple{Src: [4]byte{10, 0, 0, 1}, Dst: [4]byte{10, 0, 0, 2}, Sport: sp, Dport: 53, Proto: datapath.ProtoUDP}
+		b := tb.bucket(tu)
+		if in(tb.bucket(old.Orig), b) || in(tb.bucket(old.Reply), b) {
+			if near == 0 {
+				near = sp
+			}
+		} else if far == 0 {
+			far = sp
+		}
+	}
+	v, tr := udpFlow(t, e, tb, far)
+	require.Equal(t, datapath.Stolen, v.Code, "%v", details(tr))
+	v, tr = udpFlow(t, e, tb, near)
+	require.Equal(t, datapath.Continue, v.Code, "%v", details(tr))
+	require.Equal(t, uint64(1), tb.Stats.EarlyDrop)
+	require.Equal(t, near, tb.List()[0].Orig.Sport)
+}
