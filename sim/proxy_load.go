@@ -45,11 +45,9 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 	}
 	n.ProxyRules = rules
-	stale, err := kubeproxy.StaleUDPFlows(cfg, p.last, snap)
-	if err != nil {
-		return err
-	}
-	clearStaleUDP(n, stale)
+	// Both snapshots generated without error (this sync and the last):
+	// do not generate them again.
+	clearStaleUDP(n, kubeproxy.StaleUDPFlowsAfterSync(cfg, p.last, snap))
 	p.last = snap
 	return nil
 }

@@ -67,6 +67,7 @@ func (f StaleUDPFlow) String() string {
 // entries the reconciler (see Rules.StaleUDPEntry) removes because of the
 // change; entries of a deleted Service are left to time out, as in
 // kube-proxy. The result is sorted by service port, endpoint, then address.
+// Both snapshots are validated by generating their rules.
 func StaleUDPFlows(cfg Config, old, cur Snapshot) ([]StaleUDPFlow, error) {
 	if _, err := Generate(cfg, old); err != nil {
 		return nil, err
@@ -74,6 +75,15 @@ func StaleUDPFlows(cfg Config, old, cur Snapshot) ([]StaleUDPFlow, error) {
 	if _, err := Generate(cfg, cur); err != nil {
 		return nil, err
 	}
+	return StaleUDPFlowsAfterSync(cfg, old, cur), nil
+}
+
+// StaleUDPFlowsAfterSync is StaleUDPFlows for a proxier that has already
+// generated the rules of both snapshots with cfg without error (its last
+// sync and this one), so they are not generated again: kube-proxy, too,
+// finds stale flows from the endpoint maps it built for the sync, not by
+// regenerating its rules.
+func StaleUDPFlowsAfterSync(cfg Config, old, cur Snapshot) []StaleUDPFlow {
 	oldEps := buildEndpointsMap(&cfg, old.EndpointSlices)
 	newEps := buildEndpointsMap(&cfg, cur.EndpointSlices)
 	var out []StaleUDPFlow
@@ -109,5 +119,5 @@ func StaleUDPFlows(cfg Config, old, cur Snapshot) ([]StaleUDPFlow, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }

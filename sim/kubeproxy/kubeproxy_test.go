@@ -287,6 +287,7 @@ func TestStaleUDP(t *testing.T) {
 		slice("kube-system", "kube-dns", ports, ep("10.244.0.3", "cka-cp1"), terminating("10.244.0.4", "cka-w1", false))}}
 	flows, err := StaleUDPFlows(cfg, old, cur)
 	require.NoError(t, err)
+	assert.Equal(t, flows, StaleUDPFlowsAfterSync(cfg, old, cur), "a proxier's form gives the same flows")
 	var got []string
 	for _, f := range flows {
 		got = append(got, f.String())
