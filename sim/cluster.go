@@ -76,6 +76,9 @@ type Cluster struct {
 
 	nodes     []*Node
 	pods      []*Pod
+	// podByName indexes pods by "namespace/name": the duplicate-name
+	// check of every AddPod is a lookup, not a scan.
+	podByName map[string]*Pod
 	services  []*Service
 	externals []*Host
 	segments  []*datapath.Segment
@@ -451,6 +454,10 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 		}
 	}
 	c.pods = append(c.pods, p)
+	if c.podByName == nil {
+		c.podByName = map[string]*Pod{}
+	}
+	c.podByName[p.Name()] = p
 	n.pods = append(n.pods, p)
 	if len(c.services) > 0 {
 		if err := c.Sync(); err != nil {
@@ -484,6 +491,7 @@ func (c *Cluster) DeletePod(namespace, name string) error {
 	}
 	c.teardown(p)
 	c.pods = slices.DeleteFunc(c.pods, func(x *Pod) bool { return x == p })
+	delete(c.podByName, p.Name())
 	p.Node.pods = slices.DeleteFunc(p.Node.pods, func(x *Pod) bool { return x == p })
 	if len(c.services) > 0 {
 		return c.Sync()
@@ -493,12 +501,7 @@ func (c *Cluster) DeletePod(namespace, name string) error {
 
 // Pod returns the pod namespace/name, or nil.
 func (c *Cluster) Pod(namespace, name string) *Pod {
-	for _, p := range c.pods {
-		if p.Spec.Namespace == namespace && p.Spec.Name == name {
-			return p
-		}
-	}
-	return nil
+	return c.podByName[namespace+"/"+name]
 }
 
 // Pods returns all pods in creation order.

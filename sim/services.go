@@ -245,7 +245,8 @@ func (c *Cluster) allocateNodePort() (int, error) {
 // pods in s's namespace whose labels match the selector, ready, with their
 // node names, and the target ports resolved against each pod's container
 // ports.
-func (c *Cluster) endpointSlice(s *Service) kubeproxy.EndpointSlice {
+// idx is the pod label index of this sync (see podLabelIndex).
+func (c *Cluster) endpointSlice(s *Service, idx map[string][]*Pod) kubeproxy.EndpointSlice {
 	es := kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, Name: s.Spec.Name + "-abcde", ServiceName: s.Spec.Name}
 	if s.Spec.Selector == nil {
 		return es
@@ -253,7 +254,14 @@ func (c *Cluster) endpointSlice(s *Service) kubeproxy.EndpointSlice {
 	for _, sp := range s.Spec.Ports {
 		es.Ports = append(es.Ports, kubeproxy.EndpointPort{Name: sp.Name, Protocol: sp.Protocol})
 	}
-	for _, p := range c.pods {
+	// Only pods carrying one of the selector's labels can match: look at
+	// those (in creation order) instead of every pod of the cluster.
+	var candidates []*Pod
+	if len(s.Spec.Selector) > 0 {
+		k := slices.Min(slices.Collect(maps.Keys(s.Spec.Selector)))
+		candidates = idx[labelKey(s.Spec.Namespace, k, s.Spec.Selector[k])]
+	}
+	for _, p := range candidates {
 		if p.Spec.Namespace != s.Spec.Namespace || !selects(s.Spec.Selector, p.Spec.Labels) {
 			continue
 		}
@@ -281,6 +289,23 @@ func (c *Cluster) endpointSlice(s *Service) kubeproxy.EndpointSlice {
 		es.Endpoints = append(es.Endpoints, kubeproxy.Endpoint{Addresses: []netip.Addr{p.IP}, NodeName: p.Node.Name})
 	}
 	return es
+}
+
+// labelKey is a podLabelIndex key.
+func labelKey(namespace, k, v string) string { return namespace + "\x00" + k + "\x00" + v }
+
+// podLabelIndex maps namespace, label key and value to the pods carrying
+// that label, in creation order: the EndpointSlice controller's informer
+// index, built once per sync.
+func (c *Cluster) podLabelIndex() map[string][]*Pod {
+	idx := map[string][]*Pod{}
+	for _, p := range c.pods {
+		for k, v := range p.Spec.Labels {
+			key := labelKey(p.Spec.Namespace, k, v)
+			idx[key] = append(idx[key], p)
+		}
+	}
+	return idx
 }
 
 func selects(sel, labels map[string]string) bool {
@@ -314,8 +339,9 @@ func (c *Cluster) ProxyConfig(n *Node) kubeproxy.Config {
 // re-sync kube-proxy on every node (each node's Proxier programs its
 // datapath for the new snapshot and clears stale UDP conntrack entries).
 func (c *Cluster) Sync() error {
+	idx := c.podLabelIndex()
 	for _, s := range c.services {
-		s.EndpointSlice = c.endpointSlice(s)
+		s.EndpointSlice = c.endpointSlice(s, idx)
 	}
 	snap := c.Snapshot()
 	for _, n := range c.nodes {

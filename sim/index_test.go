@@ -1,0 +1,52 @@
+package sim
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPodByNameAcrossNamespacesAndDeletes(t *testing.T) {
+	c, client, _ := twoPods(t, false)
+	other, err := c.AddPod(PodSpec{Namespace: "other", Name: "client", Node: "n1"})
+	require.NoError(t, err, "the same name in another namespace is another pod")
+	assert.Same(t, client, c.Pod("ns", "client"))
+	assert.Same(t, other, c.Pod("other", "client"))
+	_, err = c.AddPod(PodSpec{Namespace: "ns", Name: "client", Node: "n1"})
+	require.EqualError(t, err, "pod ns/client: already exists")
+	require.NoError(t, c.DeletePod("ns", "client"))
+	assert.Nil(t, c.Pod("ns", "client"))
+	again, err := c.AddPod(PodSpec{Namespace: "ns", Name: "client", Node: "n1"})
+	require.NoError(t, err, "a deleted name can be reused")
+	assert.Same(t, again, c.Pod("ns", "client"))
+	assert.Same(t, other, c.Pod("other", "client"))
+}
+
+func TestEndpointSliceSelectsEveryLabelInItsNamespace(t *testing.T) {
+	c, _, _ := twoPods(t, false)
+	web := []Container{{Name: "web", Ports: []ContainerPort{{ContainerPort: 80}}}}
+	add := func(ns, name string, labels map[string]string) *Pod {
+		p, err := c.AddPod(PodSpec{Namespace: ns, Name: name, Node: "n1", Labels: labels, Containers: web})
+		require.NoError(t, err)
+		return p
+	}
+	a := add("shop", "a", map[string]string{"app": "web", "tier": "front"})
+	add("shop", "b", map[string]string{"app": "web", "tier": "back"})
+	add("other", "c", map[string]string{"app": "web", "tier": "front"})
+	d := add("shop", "d", map[string]string{"tier": "front", "app": "web", "extra": "x"})
+	s, err := c.AddService(ServiceSpec{Selector: map[string]string{"tier": "front", "app": "web"}, Service: kubeproxy.Service{
+		Namespace: "shop", Name: "front", Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}})
+	require.NoError(t, err)
+	var got []netip.Addr
+	for _, ep := range s.EndpointSlice.Endpoints {
+		got = append(got, ep.Addresses...)
+	}
+	assert.Equal(t, []netip.Addr{a.IP, d.IP}, got, "pods with both labels, in shop only, in creation order")
+	empty, err := c.AddService(ServiceSpec{Selector: map[string]string{}, Service: kubeproxy.Service{
+		Namespace: "shop", Name: "none", Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}})
+	require.NoError(t, err)
+	assert.Empty(t, empty.EndpointSlice.Endpoints, "an empty selector selects nothing")
+}
