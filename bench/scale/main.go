@@ -1,0 +1,202 @@
+// Command scale builds kubeadm + flannel clusters of growing size in one
+// process each and reports, per size, how long the build took, the peak
+// resident memory, the established cross-node pod -> ClusterIP walk, and
+// how long re-syncing every node after one endpoint change takes:
+//
+//	go run ./bench/scale                       # 100, 500, 1000, 2000, 5000 nodes
+//	go run ./bench/scale -nodes 100,500 -services 1000
+//
+// Each size runs in a child process (the binary re-executes itself), so
+// that the peak RSS (VmHWM in /proc/self/status) is that size's alone.
+// Times are wall clock on whatever machine runs it: a measurement, not a
+// test.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
+	"github.com/kubewalk/kubewalk/sim/packet"
+)
+
+func main() {
+	nodes := flag.String("nodes", "100,500,1000,2000,5000", "comma-separated cluster sizes (nodes)")
+	pods := flag.Int("pods", 30, "pods per node")
+	services := flag.Int("services", 10000, "ClusterIP Services")
+	endpoints := flag.Int("endpoints", 3, "endpoints per Service")
+	packets := flag.Int("packets", 20000, "established packets timed")
+	child := flag.Bool("child", false, "run one size in this process (internal)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the child to this file (one size only)")
+	flag.Parse()
+	if *child {
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile)
+			if err == nil {
+				err = pprof.StartCPUProfile(f)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "scale:", err)
+				os.Exit(1)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		n, err := strconv.Atoi(*nodes)
+		if err == nil {
+			err = run(n, *pods, *services, *endpoints, *packets)
+		}
+		if err != nil {
+			pprof.StopCPUProfile()
+			fmt.Fprintln(os.Stderr, "scale:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%d pods/node, %d Services x %d endpoints, GOMAXPROCS %d\n", *pods, *services, *endpoints, runtime.GOMAXPROCS(0))
+	fmt.Println("| nodes | pods | build | nodes / pods / services phase | peak RSS | established walk | one endpoint change, all nodes re-synced |")
+	fmt.Println("|---:|---:|---:|---|---:|---:|---:|")
+	for _, s := range strings.Split(*nodes, ",") {
+		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
+			"-endpoints", strconv.Itoa(*endpoints), "-packets", strconv.Itoa(*packets))
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Printf("| %s | | failed: %v | | | | |\n", s, err)
+		}
+	}
+}
+
+// run builds one cluster and prints its table row.
+func run(nodes, podsPerNode, services, endpoints, packets int) error {
+	cfg := sim.DefaultConfig()
+	cfg.Seed = 1
+	cfg.ClusterCIDR = netip.MustParsePrefix("10.64.0.0/11") // 8,192 node /24s
+	c, err := sim.NewCluster(cfg)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for i := 0; i < nodes; i++ {
+		addr := netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 20, byte((i + 10) >> 8), byte(i + 10)}), 16)
+		if _, err := c.AddNode(sim.NodeSpec{Name: fmt.Sprintf("node-%05d", i), NICs: []sim.NICSpec{{
+			Name: "eth0", Segment: "underlay", Addr: addr, Gateway: netip.MustParseAddr("172.20.0.1")}}}); err != nil {
+			return err
+		}
+	}
+	tNodes := time.Since(start)
+	// Pods in groups of `endpoints`, consecutive pods on consecutive nodes
+	// so a Service's endpoints are spread; Service i selects group i mod
+	// the number of groups.
+	total := nodes * podsPerNode
+	groups := max(total/endpoints, 1)
+	web := []sim.Container{{Name: "web", Ports: []sim.ContainerPort{{Name: "http", ContainerPort: 80}}}}
+	for j := 0; j < total; j++ {
+		if _, err := c.AddPod(sim.PodSpec{Namespace: "scale", Name: fmt.Sprintf("pod-%06d", j), Node: fmt.Sprintf("node-%05d", j%nodes),
+			Labels: map[string]string{"group": strconv.Itoa((j / endpoints) % groups)}, Containers: web}); err != nil {
+			return err
+		}
+	}
+	tPods := time.Since(start) - tNodes
+	specs := make([]sim.ServiceSpec, services)
+	for i := range specs {
+		specs[i] = sim.ServiceSpec{Selector: map[string]string{"group": strconv.Itoa(i % groups)}, Service: kubeproxy.Service{
+			Namespace: "scale", Name: fmt.Sprintf("svc-%05d", i),
+			Ports: []kubeproxy.ServicePort{{Name: "http", Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}}
+	}
+	svcs, err := c.AddServices(specs)
+	if err != nil {
+		return err
+	}
+	build := time.Since(start)
+	tSvcs := build - tNodes - tPods
+
+	walk, err := established(c, svcs[0], packets)
+	if err != nil {
+		return err
+	}
+	// One endpoint change: the last pod goes away; every node re-syncs.
+	last := c.Pods()[len(c.Pods())-1]
+	t0 := time.Now()
+	if err := c.DeletePod(last.Spec.Namespace, last.Spec.Name); err != nil {
+		return err
+	}
+	resync := time.Since(t0)
+	fmt.Printf("| %d | %d | %.1f s | %.1f / %.1f / %.1f s | %s | %.0f ns | %s |\n", nodes, total, build.Seconds(),
+		tNodes.Seconds(), tPods.Seconds(), tSvcs.Seconds(), peakRSS(), walk, resync.Round(time.Millisecond))
+	return nil
+}
+
+// established times a bare ACK of an established connection from a pod on
+// node 0 to svc's ClusterIP, the walk BenchmarkClusterIPEstablished times
+// on the reference cluster, and returns ns per packet.
+func established(c *sim.Cluster, svc *sim.Service, packets int) (float64, error) {
+	client := c.Nodes()[0].Pods()[0]
+	conn, err := client.Netns.DialTCP(client.IP, svc.ClusterIP(), 40000, 80, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.World.Run(); err != nil {
+		return 0, err
+	}
+	if !conn.Established {
+		return 0, fmt.Errorf("handshake to %s failed", svc.Name())
+	}
+	ip, err := packet.TCP(packet.IP{Src: client.IP, Dst: svc.ClusterIP()}, packet.TCPSegment{
+		Sport: 40000, Dport: 80, Seq: 2, Ack: 1, Flags: packet.TCPFlags{ACK: true}})
+	if err != nil {
+		return 0, err
+	}
+	e := c.World.Engine
+	send := func(n int) error {
+		for i := 0; i < n; i++ {
+			p := e.Pool.Get()
+			p.SetIPPacket(ip)
+			client.Netns.SendPacket(p)
+			if err := e.Run(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := send(100); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := send(packets); err != nil {
+		return 0, err
+	}
+	return float64(time.Since(t0).Nanoseconds()) / float64(packets), nil
+}
+
+// peakRSS is VmHWM from /proc/self/status, or the Go runtime's view of
+// memory obtained from the OS where /proc is missing.
+func peakRSS() string {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "VmHWM:" {
+				if kb, err := strconv.Atoi(f[1]); err == nil {
+					return fmt.Sprintf("%.2f GiB", float64(kb)/(1<<20))
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		return fmt.Sprintf("%.2f GiB", float64(ru.Maxrss)/(1<<20))
+	}
+	return "?"
+}
