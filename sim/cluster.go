@@ -74,8 +74,8 @@ type Cluster struct {
 	Config  Config
 	Flannel *flannel.Network
 
-	nodes     []*Node
-	pods      []*Pod
+	nodes []*Node
+	pods  []*Pod
 	// podByName indexes pods by "namespace/name": the duplicate-name
 	// check of every AddPod is a lookup, not a scan.
 	podByName map[string]*Pod
