@@ -44,6 +44,9 @@ type Engine struct {
 	// Walk is the context handed to stages.
 	walk Walk
 
+	// arps holds the ARP table of each kernel (node name).
+	arps map[string]*ARPTable
+
 	// MaxEvents bounds Run as a guard against forwarding loops; 0 means
 	// the default of 1,000,000 events per Run call.
 	MaxEvents int
@@ -54,6 +57,20 @@ func NewEngine(seed uint64) *Engine {
 	e := &Engine{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	e.walk.e = e
 	return e
+}
+
+// arpTable returns the ARP table shared by the namespaces of node,
+// creating it (the kernel's arp_tbl is created at boot).
+func (e *Engine) arpTable(node string) *ARPTable {
+	if e.arps == nil {
+		e.arps = map[string]*ARPTable{}
+	}
+	t := e.arps[node]
+	if t == nil {
+		t = newARPTable(e.now)
+		e.arps[node] = t
+	}
+	return t
 }
 
 // Now is the current virtual time.

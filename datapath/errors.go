@@ -32,6 +32,7 @@ const (
 	ReasonDelivered                     // consumed by a local socket (not an error)
 	ReasonBandwidth                     // a token bucket shaper dropped it
 	ReasonEncapLoop                     // a tunnel's output was routed back into the tunnel
+	ReasonNeighTableOverflow            // the neighbour table is at gc_thresh3 and nothing could be collected (NEIGH_CREATEFAIL)
 	numReasons
 )
 
@@ -47,6 +48,7 @@ var reasonNames = [...]string{
 	ReasonConntrackFull: "conntrack table full", ReasonNoVXLANDestination: "no VXLAN FDB entry",
 	ReasonMTU: "exceeds MTU (fragmentation not modelled)", ReasonStage: "dropped by stage",
 	ReasonDelivered: "delivered", ReasonBandwidth: "bandwidth limit", ReasonEncapLoop: "encapsulation loop",
+	ReasonNeighTableOverflow: "neighbour table overflow",
 }
 
 // String returns the human-readable reason printed in traces.

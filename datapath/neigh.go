@@ -76,7 +76,13 @@ type neighEntry struct {
 	state     NeighState
 	mac       MAC
 	confirmed time.Duration
-	probes    int
+	// updated is the last state change, used the last output through a
+	// not-connected entry (neigh->updated, neigh->used).
+	updated, used time.Duration
+	// gcPrev and gcNext link the entry on its ARPTable's gc list.
+	gcPrev, gcNext *neighEntry
+	onGC           bool
+	probes         int
 	queue     []*Packet
 	// trace of the packet that started resolution, so the ARP exchange
 	// shows up in its walk.
@@ -117,6 +123,7 @@ func (n Neighbor) String() string {
 // Neighbors lists the neighbour table sorted by device index then address,
 // with REACHABLE entries older than ReachableTime shown as STALE.
 func (ns *Netns) Neighbors() []Neighbor {
+	ns.arp.catchUp(ns.e.now)
 	var out []Neighbor
 	keys := make([]neighKey, 0, len(ns.neigh.m))
 	for k := range ns.neigh.m {
@@ -133,12 +140,14 @@ func (ns *Netns) Neighbors() []Neighbor {
 
 func (ns *Netns) age(e *neighEntry) {
 	if e.state == NeighReachable && ns.e.now-e.confirmed > ReachableTime {
-		e.state = NeighStale
+		e.state, e.updated = e.stateAt(ns.e.now)
 	}
 }
 
 // SetNeigh installs a neighbour entry (`ip neigh replace IP dev D lladdr M
-// nud permanent|reachable`). Packets waiting on it are sent.
+// nud permanent|reachable`). Packets waiting on it are sent. A new entry
+// that is not PERMANENT counts against the kernel's gc_thresh3 and fails
+// with "No buffer space available" when the table is full (see ARPTable).
 func (ns *Netns) SetNeigh(dev string, ip netip.Addr, mac MAC, state NeighState) error {
 	d := ns.byName[dev]
 	if d == nil {
@@ -151,12 +160,15 @@ func (ns *Netns) SetNeigh(dev string, ip netip.Addr, mac MAC, state NeighState) 
 		return &ConfigError{Op: "neigh replace", Object: ip.String(), Reason: "state " + state.String() + " cannot be set"}
 	}
 	k := mkNeighKey(d.Index, ip.As4())
+	ns.arp.catchUp(ns.e.now)
 	e := ns.neigh.m[k]
 	if e == nil {
-		e = &neighEntry{key: k, ns: ns, dev: d}
-		ns.neigh.m[k] = e
+		if e = ns.newNeigh(k, d, state); e == nil {
+			return &ConfigError{Op: "neigh replace", Object: ip.String(), Reason: "RTNETLINK answers: No buffer space available"}
+		}
 	}
-	e.mac, e.state, e.confirmed = mac, state, ns.e.now
+	e.mac, e.confirmed = mac, ns.e.now
+	e.setState(state, ns.e.now)
 	ns.flushQueue(ns.e.Walk(), e)
 	return nil
 }
@@ -167,11 +179,11 @@ func (ns *Netns) DeleteNeigh(dev string, ip netip.Addr) bool {
 	if d == nil || !ip.Is4() {
 		return false
 	}
-	k := mkNeighKey(d.Index, ip.As4())
-	if _, ok := ns.neigh.m[k]; !ok {
+	e := ns.neigh.m[mkNeighKey(d.Index, ip.As4())]
+	if e == nil {
 		return false
 	}
-	delete(ns.neigh.m, k)
+	ns.removeNeigh(e)
 	return true
 }
 
@@ -188,10 +200,17 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 		dev.transmit(w, p)
 		return
 	}
+	now := ns.e.now
+	if now >= ns.arp.nextPeriodic {
+		ns.arp.catchUp(now)
+	}
 	k := mkNeighKey(dev.Index, nextHop)
 	e := ns.neigh.m[k]
 	if e != nil {
 		ns.age(e)
+		if e.state == NeighStale {
+			e.used = now // neigh_event_send
+		}
 		if e.usable() {
 			p.setNeighMACs(dev.MAC, e.mac)
 			dev.transmit(w, p)
@@ -200,10 +219,16 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 	}
 	if e == nil || e.state == NeighFailed {
 		if e == nil {
-			e = &neighEntry{key: k, ns: ns, dev: dev}
-			ns.neigh.m[k] = e
+			if e = ns.newNeigh(k, dev, NeighIncomplete); e == nil {
+				// __neigh_create failed: ip_finish_output2 drops the packet.
+				ns.drop(w, p, dev, "neigh", ReasonNeighTableOverflow,
+					"arp_cache: neighbor table overflow! ("+itoa(ns.arp.gcEntries)+" entries, gc_thresh3 "+itoa(ns.arp.Thresh3)+")")
+				return
+			}
 		}
-		e.state, e.probes, e.trace, e.parent = NeighIncomplete, 0, p.Trace, p.ID
+		e.setState(NeighIncomplete, now)
+		e.used = now
+		e.probes, e.trace, e.parent = 0, p.Trace, p.ID
 		// arp_solicit: the packet's own source if it is ours, else the
 		// device's address (arp_announce=0).
 		src := [4]byte(p.IPv4()[12:16])
@@ -237,8 +262,9 @@ func (e *neighEntry) Fire(w *Walk) {
 	if e.state != NeighIncomplete || e.ns.neigh.m[e.key] != e {
 		return
 	}
+	e.ns.arp.catchUp(w.Now())
 	if e.probes >= ARPProbes {
-		e.state = NeighFailed
+		e.setState(NeighFailed, w.Now()) // neigh_invalidate
 		q := e.queue
 		e.queue = nil
 		for _, p := range q {
@@ -315,17 +341,20 @@ func (ns *Netns) arpReceive(w *Walk, dev *Device, p *Packet) {
 		ns.drop(w, p, dev, "arp", ReasonMalformed, err.Error())
 		return
 	}
+	ns.arp.catchUp(ns.e.now)
 	k := mkNeighKey(dev.Index, a.SPA)
 	e := ns.neigh.m[k]
 	_, forUs := ns.local[a.TPA]
 	if a.Op == 1 && forUs {
-		// neigh_event_ns: a request for us creates or refreshes the sender.
+		// neigh_event_ns: a request for us creates or refreshes the
+		// sender (when the table has room; the reply goes out anyway).
 		if e == nil {
-			e = &neighEntry{key: k, ns: ns, dev: dev, state: NeighStale, mac: a.SHA, confirmed: ns.e.now}
-			ns.neigh.m[k] = e
+			if e = ns.newNeigh(k, dev, NeighStale); e != nil {
+				e.mac = a.SHA
+			}
 		} else if e.state != NeighPermanent {
 			if e.mac != a.SHA || e.state == NeighIncomplete || e.state == NeighFailed {
-				e.state = NeighStale
+				e.setState(NeighStale, ns.e.now)
 			}
 			e.mac = a.SHA
 			ns.flushQueue(w, e)
@@ -343,7 +372,8 @@ func (ns *Netns) arpReceive(w *Walk, dev *Device, p *Packet) {
 		return
 	}
 	if e != nil && e.state != NeighPermanent && (a.Op == 2 || forUs || e.state == NeighIncomplete) {
-		e.mac, e.state, e.confirmed = a.SHA, NeighReachable, ns.e.now
+		e.mac, e.confirmed = a.SHA, ns.e.now
+		e.setState(NeighReachable, ns.e.now)
 		if p.Trace != nil {
 			ns.observe(w, p, dev, "arp", trace.Resolved, addrString(a.SPA)+" is-at "+a.SHA.String())
 		}

@@ -50,6 +50,7 @@ type Netns struct {
 	bcast   map[[4]byte]bool
 	Routes  route.Table
 	neigh   neighTable
+	arp     *ARPTable
 	hooks   [numHooks]hookList
 	sockets sockets
 	lo      *Device
@@ -69,6 +70,7 @@ func (e *Engine) NewNetns(node, name string) *Netns {
 		Sysctl: Sysctls{DefaultTTL: 64, EchoIgnoreBroadcasts: true},
 	}
 	ns.neigh.init()
+	ns.arp = e.arpTable(node)
 	ns.sockets.init()
 	lo, _ := ns.addDevice("lo", KindLoopback, MAC{}, 65536)
 	lo.up = true
@@ -666,9 +668,9 @@ func (ns *Netns) removeDevice(d *Device) {
 	}
 	ns.addrs = kept
 	ns.Routes.DeleteDev(d.Index)
-	for k := range ns.neigh.m {
+	for k, e := range ns.neigh.m {
 		if k.dev() == d.Index {
-			delete(ns.neigh.m, k)
+			ns.removeNeigh(e)
 		}
 	}
 	if b := d.master; b != nil {
