@@ -83,7 +83,7 @@ type neighEntry struct {
 	gcPrev, gcNext *neighEntry
 	onGC           bool
 	probes         int
-	queue     []*Packet
+	queue          []*Packet
 	// trace of the packet that started resolution, so the ARP exchange
 	// shows up in its walk.
 	trace  *Trace
