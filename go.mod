@@ -4,6 +4,7 @@ go 1.26.3
 
 require (
 	github.com/google/gopacket v1.1.19
+	github.com/miekg/dns v1.1.73
 	github.com/stretchr/testify v1.12.1
 	go4.org/netipx v0.0.0-20260823151212-3075585bcbeb
 	golang.org/x/sys v0.47.0

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 )
 
@@ -31,16 +33,41 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // errHelp asks for help text on stdout and exit status 0.
 var errHelp = errors.New("help")
 
+// command is one subcommand. run gets the arguments after the command
+// name, writes its output into out (copied to stdout only when run
+// succeeds) and its help into help (printed when it returns errHelp,
+// which parse does for -h and --help). It returns a usageError (usagef,
+// flagConflict) for bad input: one line on stderr and exit status 2.
 type command struct {
-	name, short, usage string
-	run                func(args []string, out *bytes.Buffer, help io.Writer) error
+	name, short string
+	run         func(args []string, out *bytes.Buffer, help io.Writer) error
 }
 
+// commands maps subcommand names to their functions, in the order the
+// help lists them: the one place a new subcommand is added.
 var commands = []command{
-	{"scenarios", "List the built-in scenarios", scenariosUsage, runScenarios},
-	{"trace", "Walk a packet (TCP handshake, UDP datagram or ping) and show where it went", traceUsage, runTrace},
-	{"state", "Print a node's datapath state (ip addr/route/neigh, bridge fdb, ...)", stateUsage, runState},
-	{"export", "Write a shell script that builds the scenario in real network namespaces", exportUsage, runExport},
+	{"scenarios", "List the built-in scenarios", runScenarios},
+	{"trace", "Walk a packet (TCP handshake, UDP datagram or ping) and show where it went", runTrace},
+	{"state", "Print a node's datapath state (ip addr/route/neigh, bridge fdb, ...)", runState},
+	{"export", "Write a shell script that builds the scenario in real network namespaces", runExport},
+	{"version", "Print the version of kubewalk", runVersion},
+}
+
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
 }
 
 const rootUsage = `kubewalk walks packets through a simulated Kubernetes node datapath.
@@ -83,7 +110,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+	switch name {
+	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && name == "help" {
 			args = []string{args[1], "--help"}
 			name = args[0]
@@ -91,34 +119,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, rootHelp())
 			return 0
 		}
+	case "--version", "-version":
+		name, args = "version", append([]string{"version"}, args[1:]...)
 	}
-	for _, c := range commands {
-		if c.name != name {
-			continue
-		}
-		var out, help bytes.Buffer
-		err := c.run(args[1:], &out, &help)
-		switch {
-		case errors.Is(err, errHelp):
-			stdout.Write(help.Bytes())
-			return 0
-		case err != nil:
-			var ue *usageError
-			code := 1
-			if errors.As(err, &ue) {
-				code = 2
-			}
-			fmt.Fprintf(stderr, "kubewalk %s: %s\n", name, oneLine(err.Error()))
-			return code
-		}
-		if _, err := stdout.Write(out.Bytes()); err != nil {
-			fmt.Fprintf(stderr, "kubewalk %s: %s\n", name, oneLine(err.Error()))
-			return 1
-		}
+	c, ok := lookupCommand(name)
+	if !ok {
+		fmt.Fprintf(stderr, "kubewalk: unknown command %q (want %s; see kubewalk --help)\n", name, commandNames())
+		return 2
+	}
+	var out, help bytes.Buffer
+	err := c.run(args[1:], &out, &help)
+	switch {
+	case errors.Is(err, errHelp):
+		stdout.Write(help.Bytes())
 		return 0
+	case err != nil:
+		var ue *usageError
+		code := 1
+		if errors.As(err, &ue) {
+			code = 2
+		}
+		fmt.Fprintf(stderr, "kubewalk %s: %s\n", name, oneLine(err.Error()))
+		return code
 	}
-	fmt.Fprintf(stderr, "kubewalk: unknown command %q (want scenarios, trace, state or export; see kubewalk --help)\n", name)
-	return 2
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "kubewalk %s: %s\n", name, oneLine(err.Error()))
+		return 1
+	}
+	return 0
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -140,12 +168,13 @@ func newFlagSet(name, usage string, help io.Writer) *flag.FlagSet {
 
 // parse parses flags, allowing positional arguments between them
 // (kubewalk state ip-route --node cka-w1), and returns the positionals.
+// For -h and --help the FlagSet has already printed its usage into the
+// help buffer (flag.Parse calls Usage itself): parse returns errHelp.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.Usage()
 				return nil, errHelp
 			}
 			return nil, usagef("%s", err)
@@ -157,4 +186,87 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// given returns the names of the flags set on the command line (not those
+// left at their defaults).
+func given(fs *flag.FlagSet) map[string]bool {
+	m := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
+}
+
+// flagConflict is the usage error for flag a given where it means
+// nothing: "--level applies to text output, not --explore".
+func flagConflict(a, why string) error { return usagef("--%s %s", a, why) }
+
+// noPositionals refuses arguments a command does not take.
+func noPositionals(pos []string, hint string) error {
+	if len(pos) > 0 {
+		if hint != "" {
+			return usagef("unexpected argument %q (%s)", pos[0], hint)
+		}
+		return usagef("unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
+const versionUsage = `Print the version of kubewalk: the module version it was built at (or
+"(devel)" for a build from a checkout), the VCS revision when the build
+recorded one, and the Go toolchain.
+
+Usage:
+  kubewalk version
+  kubewalk --version
+`
+
+func runVersion(args []string, out *bytes.Buffer, help io.Writer) error {
+	fs := newFlagSet("version", versionUsage, help)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noPositionals(pos, ""); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "kubewalk %s\n", version(debug.ReadBuildInfo))
+	return nil
+}
+
+// version describes the build from its build information: the main
+// module's version, the VCS revision and whether the tree was modified,
+// the Go version and platform. Without build information (a binary
+// stripped of it) it says "(unknown)".
+func version(read func() (*debug.BuildInfo, bool)) string {
+	bi, ok := read()
+	if !ok || bi == nil {
+		return fmt.Sprintf("(unknown) %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += " rev " + rev
+		if modified == "true" {
+			v += " (modified)"
+		}
+	}
+	goVersion := bi.GoVersion
+	if goVersion == "" {
+		goVersion = runtime.Version()
+	}
+	return fmt.Sprintf("%s %s %s/%s", v, goVersion, runtime.GOOS, runtime.GOARCH)
 }

@@ -16,8 +16,9 @@ node, so the two can be set side by side. With no WHAT, print them all.
 Usage:
   kubewalk state --scenario NAME --node NODE [WHAT] [--from SOURCE --to DESTINATION]
 
-With --from and --to, a walk (as kubewalk trace) runs first, so the
-neighbour, FDB and conntrack tables show what it left behind.
+With --from and --to (and -n, --proto, --port, as kubewalk trace takes
+them), a walk runs first, so the neighbour, FDB and conntrack tables show
+what it left behind.
 
 WHAT is one of:
   ip-addr          ip -4 addr
@@ -76,22 +77,23 @@ func runState(args []string, out *bytes.Buffer, help io.Writer) error {
 	node := fs.String("node", "", "node name")
 	seed := fs.Uint64("seed", 1, "random seed of the simulated world")
 	var walk traceFlags
-	fs.StringVar(&walk.from, "from", "", "run a walk first: its source (as kubewalk trace --from)")
-	fs.StringVar(&walk.to, "to", "", "run a walk first: its destination (as kubewalk trace --to)")
-	fs.StringVar(&walk.proto, "proto", "tcp", "protocol of the walk: tcp, udp or icmp")
-	fs.IntVar(&walk.port, "port", 0, "destination port of the walk when --to does not give one")
+	walk.walkFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	walk.sport = 40000
+	if err := walk.checkWalk(fs); err != nil {
+		return err
+	}
 	if (walk.from == "") != (walk.to == "") {
 		return usagef("--from and --to go together")
 	}
-	switch walk.proto {
-	case "tcp", "udp", "icmp":
-	default:
-		return usagef("unknown --proto %q (want tcp, udp or icmp)", walk.proto)
+	if walk.from == "" {
+		for _, name := range []string{"proto", "port", "source-port", "source-ip", "n", "namespace"} {
+			if walk.given[name] {
+				return flagConflict(name, "describes the walk --from and --to run first; give them too")
+			}
+		}
 	}
 	if len(pos) > 1 {
 		return usagef("unexpected argument %q (one WHAT at a time)", pos[1])
