@@ -127,6 +127,54 @@ type Netfilter struct {
 	gen uint64
 	// flowHits counts walks replayed from the flow cache (for tests).
 	flowHits uint64
+	// natLookups are the nat-type tables consulted at each hook, in
+	// priority order; the entry with a nil lookup is iptable_nat itself.
+	natLookups [5][]natLookup
+}
+
+// NATLookup is a nat-type table of another packet filter (an nftables nat
+// base chain) sharing the kernel's NAT core with iptable_nat. The NAT core
+// (nf_nat_inet_fn) consults every nat table registered on a hook in
+// priority order, for the first packet of a connection, until one sets up
+// a binding; only then, or after all, does it fall back to a null binding.
+// NATLookup evaluates the table for p and manipulation m; a verdict other
+// than Continue ends the hook (the lookup dropped or took the packet).
+type NATLookup interface {
+	NATLookup(w *datapath.Walk, p *datapath.Packet, m conntrack.Manip) datapath.Verdict
+}
+
+type natLookup struct {
+	prio int
+	name string
+	l    NATLookup
+}
+
+// RegisterNAT adds l to the NAT core at hook h with priority prio, after
+// the lookups registered with the same priority before it (as
+// nf_hook_entries_grow orders them). name identifies it for UnregisterNAT.
+func (nf *Netfilter) RegisterNAT(h datapath.Hook, prio int, name string, l NATLookup) {
+	ls := nf.natLookups[h]
+	i := len(ls)
+	for j, x := range ls {
+		if x.prio > prio {
+			i = j
+			break
+		}
+	}
+	ls = append(ls, natLookup{})
+	copy(ls[i+1:], ls[i:])
+	ls[i] = natLookup{prio: prio, name: name, l: l}
+	nf.natLookups[h] = ls
+}
+
+// UnregisterNAT removes the lookup registered at h as name.
+func (nf *Netfilter) UnregisterNAT(h datapath.Hook, name string) {
+	for i, x := range nf.natLookups[h] {
+		if x.name == name && x.l != nil {
+			nf.natLookups[h] = append(nf.natLookups[h][:i], nf.natLookups[h][i+1:]...)
+			return
+		}
+	}
 }
 
 // Install creates the four tables on ns and registers their hooks at the
@@ -153,6 +201,7 @@ func Install(ns *datapath.Netns, ct *conntrack.Table) *Netfilter {
 					m = conntrack.ManipSrc
 				}
 				s = &natStage{nf: nf, t: t, hook: h, manip: m}
+				nf.natLookups[h] = []natLookup{{prio: hookPriority(d.name, h), name: "iptables"}}
 			} else {
 				s = &hookStage{nf: nf, t: t, hook: h}
 			}
@@ -514,11 +563,22 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 		fallthrough
 	case conntrack.New:
 		if !e.NATDone(s.manip) {
-			c := &nf.ctx
-			if c.init(nf, w, p, s.t, s.hook) {
-				c.nat = s.manip
-				if v := nf.runTable(c); v == vDrop || v == vReject {
-					return nf.finish(c, v)
+			for _, l := range nf.natLookups[s.hook] {
+				if e.NATDone(s.manip) {
+					break
+				}
+				if l.l != nil {
+					if v := l.l.NATLookup(w, p, s.manip); v.Code != datapath.Continue {
+						return v
+					}
+					continue
+				}
+				c := &nf.ctx
+				if c.init(nf, w, p, s.t, s.hook) {
+					c.nat = s.manip
+					if v := nf.runTable(c); v == vDrop || v == vReject {
+						return nf.finish(c, v)
+					}
 				}
 			}
 			if !e.NATDone(s.manip) {
