@@ -27,6 +27,9 @@ type event struct {
 	ns    *Netns
 	pkt   *Packet
 	timer Timer
+	// bg marks a background event (a periodic heartbeat, a retry with
+	// backoff): it runs when its time comes but does not keep Run going.
+	bg bool
 }
 
 // Engine is the event loop every network namespace of one simulated world
@@ -38,6 +41,7 @@ type Engine struct {
 	now   time.Duration
 	seq   uint64
 	queue []event // binary min-heap on (at, seq)
+	fg    int     // queued events that are not background
 	rng   *rand.Rand
 	Pool  Pool
 
@@ -85,6 +89,9 @@ func (e *Engine) Walk() *Walk { return &e.walk }
 func (e *Engine) push(ev event) {
 	e.seq++
 	ev.seq = e.seq
+	if !ev.bg {
+		e.fg++
+	}
 	e.queue = append(e.queue, ev)
 	i := len(e.queue) - 1
 	for i > 0 {
@@ -112,6 +119,9 @@ func (e *Engine) pop() event {
 	q[0] = q[n]
 	q[n] = event{}
 	e.queue = q[:n]
+	if !top.bg {
+		e.fg--
+	}
 	i := 0
 	for {
 		l := 2*i + 1
@@ -158,6 +168,17 @@ func (e *Engine) ScheduleTimer(delay time.Duration, t Timer) {
 	e.push(event{at: e.now + delay, kind: evTimer, timer: t})
 }
 
+// ScheduleBackground fires t after delay as a background event: periodic
+// work (a kubelet heartbeat, a controller's resync, a retry after backoff)
+// that runs when virtual time reaches it but does not by itself keep Run
+// going, so a world whose only remaining work is periodic is idle.
+func (e *Engine) ScheduleBackground(delay time.Duration, t Timer) {
+	e.push(event{at: e.now + delay, kind: evTimer, timer: t, bg: true})
+}
+
+// Idle reports whether only background events are queued.
+func (e *Engine) Idle() bool { return e.fg == 0 }
+
 // Step runs the next event. It returns false when the queue is empty.
 func (e *Engine) Step() bool {
 	if len(e.queue) == 0 {
@@ -191,7 +212,8 @@ func (e *ErrEventLimit) Error() string {
 	return "datapath: event limit reached (" + itoa(e.Events) + " events); a forwarding loop?"
 }
 
-// Run processes events until the queue is empty.
+// Run processes events until no foreground event is queued (background
+// events due before the last foreground one run on the way).
 func (e *Engine) Run() error { return e.RunUntil(-1) }
 
 // RunUntil processes events whose time is at most until (until < 0: all),
@@ -204,6 +226,9 @@ func (e *Engine) RunUntil(until time.Duration) error {
 	n := 0
 	for len(e.queue) > 0 {
 		if until >= 0 && e.queue[0].at > until {
+			break
+		}
+		if until < 0 && e.fg == 0 {
 			break
 		}
 		if n == limit {

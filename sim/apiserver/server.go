@@ -535,3 +535,34 @@ func (s *Server) Apply(obj Object) (Object, ApplyResult, error) {
 	}
 	return o, Configured, nil
 }
+
+// UpdateBinding binds a pod to pod.Spec.NodeName, as a POST to the binding
+// subresource does: spec.nodeName is set once, and the PodScheduled
+// condition becomes True.
+func (s *Server) UpdateBinding(pod *corev1.Pod) (Object, error) {
+	k, _ := LookupKind("Pod")
+	o, ok := s.objs["Pod"][key(pod.Namespace, pod.Name)]
+	if !ok {
+		return nil, apierrors.NewNotFound(k.GroupResource(), pod.Name)
+	}
+	old := o.(*corev1.Pod)
+	if old.Spec.NodeName != "" {
+		return nil, apierrors.NewConflict(k.GroupResource(), pod.Name, fmt.Errorf("pod %s is already assigned to node %q", pod.Name, old.Spec.NodeName))
+	}
+	c := old.DeepCopy()
+	c.Spec.NodeName = pod.Spec.NodeName
+	now := metav1.NewTime(s.Now())
+	set := false
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == corev1.PodScheduled {
+			c.Status.Conditions[i] = corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}
+			set = true
+		}
+	}
+	if !set {
+		c.Status.Conditions = append(c.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	s.store(k, c)
+	s.notify("Pod", watch.Modified, c.DeepCopyObject().(Object))
+	return c.DeepCopyObject().(Object), nil
+}

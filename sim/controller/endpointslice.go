@@ -1,0 +1,241 @@
+package controller
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/sim/apiserver"
+)
+
+// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the
+// EndpointSlice controller.
+const ManagedBy = "endpointslice-controller.k8s.io"
+
+// EndpointSlices is kube-controller-manager's EndpointSlice controller
+// (v1.33): for every Service with a selector, the pods in its namespace
+// that match it and have an IP become endpoints, with ready = the pod's
+// Ready condition (or true for publishNotReadyAddresses), serving, and
+// terminating once the pod is being deleted; nodeName and a targetRef to
+// the pod. Pods that resolve the Service's target ports to the same port
+// numbers share a slice; slices are named generateName `<service>-` and
+// labelled kubernetes.io/service-name. --endpointslice-updates-batch-period
+// is 0 by default, so a change is written at once. Not modelled: the
+// 100-endpoints-per-slice split, topology hints, zone.
+type EndpointSlices struct {
+	api   *apiserver.Server
+	Queue *Queue
+	// members remembers which Services each pod was an endpoint of, so a
+	// relabelled or deleted pod wakes the Services it left.
+	members map[string][]string
+}
+
+// NewEndpointSlices starts the controller on api.
+func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSlices {
+	c := &EndpointSlices{api: api, members: map[string][]string{}}
+	c.Queue = NewQueue(eng, "endpointslice-controller", 0, c.reconcile)
+	api.Watch("Service", func(ev watch.Event) {
+		s := ev.Object.(*corev1.Service)
+		c.Queue.Add(Key(s.Namespace, s.Name))
+	})
+	api.Watch("Pod", func(ev watch.Event) {
+		p := ev.Object.(*corev1.Pod)
+		pk := Key(p.Namespace, p.Name)
+		for _, sk := range c.members[pk] {
+			c.Queue.Add(sk)
+		}
+		if ev.Type == watch.Deleted {
+			return
+		}
+		for _, o := range api.ListFunc("Service", func(o apiserver.Object) bool {
+			s := o.(*corev1.Service)
+			return s.Namespace == p.Namespace && s.Spec.Selector != nil &&
+				labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels))
+		}) {
+			c.Queue.Add(Key(o.GetNamespace(), o.GetName()))
+		}
+	})
+	api.Watch("EndpointSlice", func(ev watch.Event) {
+		es := ev.Object.(*discoveryv1.EndpointSlice)
+		if es.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
+			c.Queue.Add(Key(es.Namespace, es.Labels[discoveryv1.LabelServiceName]))
+		}
+	})
+	return c
+}
+
+type portSet struct {
+	ports []discoveryv1.EndpointPort
+	eps   []discoveryv1.Endpoint
+}
+
+func (c *EndpointSlices) reconcile(key string) (Result, error) {
+	ns, name := SplitKey(key)
+	var existing []*discoveryv1.EndpointSlice
+	for _, o := range c.api.ListFunc("EndpointSlice", func(o apiserver.Object) bool {
+		l := o.GetLabels()
+		return o.GetNamespace() == ns && l[discoveryv1.LabelServiceName] == name && l[discoveryv1.LabelManagedBy] == ManagedBy
+	}) {
+		existing = append(existing, o.(*discoveryv1.EndpointSlice))
+	}
+	o, err := c.api.Get("Service", ns, name)
+	var svc *corev1.Service
+	if err == nil {
+		svc = o.(*corev1.Service)
+	}
+	if svc == nil || svc.Spec.Selector == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+		for _, es := range existing {
+			if err := c.api.Delete("EndpointSlice", es.Namespace, es.Name); err != nil {
+				return Result{}, err
+			}
+		}
+		return Result{}, nil
+	}
+	sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
+	pods := c.api.ListFunc("Pod", func(o apiserver.Object) bool {
+		return o.GetNamespace() == ns && sel.Matches(labels.Set(o.GetLabels()))
+	})
+	var groups []*portSet
+	for _, po := range pods {
+		p := po.(*corev1.Pod)
+		pk := Key(p.Namespace, p.Name)
+		if !slices.Contains(c.members[pk], key) {
+			c.members[pk] = append(c.members[pk], key)
+		}
+		if p.Status.PodIP == "" || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		ports, ok := endpointPorts(svc, p)
+		if !ok {
+			continue
+		}
+		var g *portSet
+		for _, x := range groups {
+			if apiequality.Semantic.DeepEqual(x.ports, ports) {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &portSet{ports: ports}
+			groups = append(groups, g)
+		}
+		g.eps = append(g.eps, endpointFor(svc, p))
+	}
+	if len(groups) == 0 {
+		// A Service with no endpoints still has one (empty) slice with its
+		// ports unresolved, as the controller writes.
+		groups = []*portSet{{ports: []discoveryv1.EndpointPort{}}}
+	}
+	for i, g := range groups {
+		want := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: name + "-",
+				Labels:          map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: ManagedBy},
+				OwnerReferences: []metav1.OwnerReference{ownerRef(svc, "v1", "Service")}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   g.eps,
+			Ports:       g.ports,
+		}
+		for k, v := range svc.Labels {
+			if _, set := want.Labels[k]; !set {
+				want.Labels[k] = v
+			}
+		}
+		if i < len(existing) {
+			cur := existing[i]
+			if apiequality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, want.Ports) &&
+				apiequality.Semantic.DeepEqual(cur.Labels, want.Labels) {
+				continue
+			}
+			upd := cur.DeepCopy()
+			upd.Endpoints, upd.Ports, upd.Labels = want.Endpoints, want.Ports, want.Labels
+			if _, err := c.api.Update(upd); err != nil {
+				return Result{}, err
+			}
+			continue
+		}
+		if _, err := c.api.Create(want); err != nil {
+			return Result{}, err
+		}
+	}
+	for _, es := range existing[min(len(groups), len(existing)):] {
+		if err := c.api.Delete("EndpointSlice", es.Namespace, es.Name); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{}, nil
+}
+
+func ownerRef(o apiserver.Object, apiVersion, kind string) metav1.OwnerReference {
+	t := true
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: o.GetName(), UID: o.GetUID(), Controller: &t, BlockOwnerDeletion: &t}
+}
+
+// endpointPorts resolves every Service port's targetPort against the pod's
+// container ports (a named targetPort needs a container port of that name
+// and protocol); a pod that cannot resolve one is left out.
+func endpointPorts(svc *corev1.Service, p *corev1.Pod) ([]discoveryv1.EndpointPort, bool) {
+	out := make([]discoveryv1.EndpointPort, 0, len(svc.Spec.Ports))
+	for _, sp := range svc.Spec.Ports {
+		port, ok := FindPort(p, sp)
+		if !ok {
+			return nil, false
+		}
+		name, proto, num := sp.Name, sp.Protocol, port
+		out = append(out, discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &num})
+	}
+	return out, true
+}
+
+// FindPort is podutil.FindPort: a numeric targetPort is used as it is; a
+// named one is looked up among the pod's container ports with the Service
+// port's protocol.
+func FindPort(p *corev1.Pod, sp corev1.ServicePort) (int32, bool) {
+	if sp.TargetPort.Type == intstr.Int {
+		return int32(sp.TargetPort.IntValue()), true
+	}
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.Name == sp.TargetPort.StrVal && cp.Protocol == sp.Protocol {
+				return cp.ContainerPort, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func endpointFor(svc *corev1.Service, p *corev1.Pod) discoveryv1.Endpoint {
+	ready := IsPodReady(p)
+	terminating := p.DeletionTimestamp != nil
+	serving := ready
+	if svc.Spec.PublishNotReadyAddresses {
+		ready = true
+	}
+	if terminating {
+		ready = false
+	}
+	node := p.Spec.NodeName
+	ep := discoveryv1.Endpoint{
+		Addresses:  []string{p.Status.PodIP},
+		Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating},
+		NodeName:   &node,
+		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+	}
+	if p.Spec.Hostname != "" && svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		h := p.Spec.Hostname
+		ep.Hostname = &h
+	}
+	return ep
+}
+
+// IsPodReady reports the pod's Ready condition.
+func IsPodReady(p *corev1.Pod) bool {
+	c := podCondition(p, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}

@@ -1,0 +1,112 @@
+// Package controller holds kubewalk's control-plane controllers: the
+// scheduler, the EndpointSlice, ReplicaSet, Deployment and DaemonSet
+// controllers, as level-based reconcilers over the in-memory API server.
+//
+// A controller is a Queue of keys ("namespace/name") and a reconcile
+// function, run on the world's event queue in virtual time: a watch event
+// maps to keys, a queued key is not queued twice, and a reconcile reads the
+// current state (a deleted object is simply absent), converges it with at
+// most the writes needed, and may ask to be retried later. There are no
+// goroutines, rate limiters or wall-clock reads; the same inputs give the
+// same history.
+package controller
+
+import (
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+)
+
+// Result is what a reconcile asks for next.
+type Result struct {
+	// RequeueAfter, when positive, reconciles the key again after this
+	// much virtual time (as a background event: it does not keep a world
+	// busy on its own).
+	RequeueAfter time.Duration
+}
+
+// Queue is one controller's work queue.
+type Queue struct {
+	// Name is the controller's name, for error messages.
+	Name string
+	// Delay is how long after a key is added its reconcile runs: the
+	// controller's reaction time (0: at the same virtual instant, after
+	// the events already queued for it).
+	Delay     time.Duration
+	eng       *datapath.Engine
+	reconcile func(key string) (Result, error)
+	queued    map[string]bool
+	// Errors collects reconcile errors (they are retried with backoff, as
+	// controller-runtime does); the last one per key is kept.
+	Errors map[string]error
+}
+
+// NewQueue returns a queue running reconcile on eng.
+func NewQueue(eng *datapath.Engine, name string, delay time.Duration, reconcile func(key string) (Result, error)) *Queue {
+	return &Queue{Name: name, Delay: delay, eng: eng, reconcile: reconcile, queued: map[string]bool{}, Errors: map[string]error{}}
+}
+
+// Add queues key unless it is queued already.
+func (q *Queue) Add(key string) { q.AddAfter(key, q.Delay) }
+
+// AddAfter queues key to run after d unless it is queued already.
+func (q *Queue) AddAfter(key string, d time.Duration) {
+	if q.queued[key] {
+		return
+	}
+	q.queued[key] = true
+	q.eng.ScheduleTimer(d, &item{q: q, key: key})
+}
+
+func (q *Queue) addBackground(key string, d time.Duration) {
+	if q.queued[key] {
+		return
+	}
+	q.queued[key] = true
+	q.eng.ScheduleBackground(d, &item{q: q, key: key})
+}
+
+// Len is the number of queued keys.
+func (q *Queue) Len() int { return len(q.queued) }
+
+// retryBackoff is the delay before a failed reconcile runs again.
+const retryBackoff = 5 * time.Second
+
+type item struct {
+	q   *Queue
+	key string
+}
+
+// Fire implements datapath.Timer.
+func (it *item) Fire(*datapath.Walk) {
+	q := it.q
+	delete(q.queued, it.key)
+	res, err := q.reconcile(it.key)
+	if err != nil {
+		q.Errors[it.key] = err
+		q.addBackground(it.key, retryBackoff)
+		return
+	}
+	delete(q.Errors, it.key)
+	if res.RequeueAfter > 0 {
+		q.addBackground(it.key, res.RequeueAfter)
+	}
+}
+
+// Key is "namespace/name" (or "name" for cluster-scoped objects).
+func Key(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// SplitKey undoes Key.
+func SplitKey(key string) (namespace, name string) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
