@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -381,10 +383,16 @@ func TestMSSFollowsTheRouteMTU(t *testing.T) {
 func TestNetworkUnavailableNodeKeepsPodsPending(t *testing.T) {
 	r, err := NewReference(1)
 	require.NoError(t, err)
-	r.W2.NetworkUnavailable = true
+	require.NoError(t, r.SetNetworkUnavailable(r.W2, true))
 	_, err = r.AddPod(sim.PodSpec{Namespace: "net", Name: "stuck", Node: "cka-w2"})
-	require.ErrorContains(t, err, "Pending: node cka-w2 has taint node.kubernetes.io/network-unavailable")
+	require.EqualError(t, err, "pod net/stuck: Pending: network is not ready: "+sim.NetworkNotReadyMessage)
 	require.Nil(t, r.Pod("net", "stuck"))
+	o, err := r.API.Get("Node", "", "cka-w2")
+	require.NoError(t, err)
+	no := o.(*corev1.Node)
+	require.Equal(t, corev1.ConditionFalse, no.Status.Conditions[len(no.Status.Conditions)-1].Status, "Ready")
+	require.Equal(t, sim.NetworkNotReadyMessage, no.Status.Conditions[len(no.Status.Conditions)-1].Message)
+	require.Contains(t, no.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
 	p, err := r.AddPod(sim.PodSpec{Namespace: "kube-flannel", Name: "kube-flannel-ds-x", Node: "cka-w2", HostNetwork: true})
 	require.NoError(t, err)
 	require.Equal(t, r.W2.InternalIP, p.IP, "a hostNetwork pod uses the node's address")

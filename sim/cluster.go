@@ -7,9 +7,14 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
+	"github.com/kubewalk/kubewalk/sim/apiserver"
 	"github.com/kubewalk/kubewalk/sim/cni"
 	"github.com/kubewalk/kubewalk/sim/flannel"
 	"github.com/kubewalk/kubewalk/sim/ipam"
@@ -74,16 +79,25 @@ type Cluster struct {
 	Config  Config
 	Flannel *flannel.Network
 
+	// API is the cluster's API server: the objects (Nodes, Pods,
+	// Services, EndpointSlices, workloads) the controllers act on.
+	API *apiserver.Server
+
+	cp    *controlPlane
 	nodes []*Node
 	pods  []*Pod
 	// podByName indexes pods by "namespace/name": the duplicate-name
 	// check of every AddPod is a lookup, not a scan.
-	podByName map[string]*Pod
-	services  []*Service
-	externals []*Host
-	segments  []*datapath.Segment
-	cidrs     *nodeipam.CIDRSet
-	nextCID   int
+	podByName  map[string]*Pod
+	services   []*Service // kube-proxy's informer cache, in the order it saw them
+	slices     []*discoveryv1.EndpointSlice
+	started    map[string]time.Duration // pod key → when its sandbox is up
+	advertised bool
+	podErrs    map[string]error // pod key → why the kubelet could not start it
+	externals  []*Host
+	segments   []*datapath.Segment
+	cidrs      *nodeipam.CIDRSet
+	nextCID    int
 }
 
 // NewCluster validates cfg (the three ranges must not overlap, which
@@ -123,7 +137,10 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, &ConfigError{Object: "cluster", Field: "clusterCIDR", Msg: err.Error()}
 	}
-	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs}
+	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs, started: map[string]time.Duration{}, podErrs: map[string]error{}}
+	if err := c.startControlPlane(); err != nil {
+		return nil, &ConfigError{Object: "cluster", Msg: err.Error()}
+	}
 	if cfg.Overlay == "flannel-vxlan" {
 		fc := flannel.DefaultConfig()
 		fc.Network = cfg.ClusterCIDR
@@ -170,7 +187,25 @@ type NodeSpec struct {
 	// PodCIDR pre-sets spec.podCIDR instead of letting the controller
 	// allocate one (how two nodes end up with the same range).
 	PodCIDR netip.Prefix
+	// Role is the kubeadm role: a control-plane node gets the
+	// node-role.kubernetes.io/control-plane label and NoSchedule taint.
+	Role NodeRole
+	// MaxPods is the kubelet's maxPods (110 when 0).
+	MaxPods int
+	// Labels and Taints are added to the Node object at registration
+	// (kubelet --node-labels, --register-with-taints).
+	Labels map[string]string
+	Taints []corev1.Taint
 }
+
+// NodeRole is a node's kubeadm role.
+type NodeRole string
+
+// The kubeadm roles.
+const (
+	RoleControlPlane NodeRole = "control-plane"
+	RoleWorker       NodeRole = "worker"
+)
 
 // Node is a cluster node: its root network namespace, InternalIP, podCIDR,
 // host-local allocator and pods.
@@ -328,10 +363,23 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 	}
 	n.Proxier = px
 	c.nodes = append(c.nodes, n)
-	if len(c.services) > 0 {
-		if err := c.Sync(); err != nil {
+	if err := c.registerNode(n, spec); err != nil {
+		c.nodes = c.nodes[:len(c.nodes)-1]
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
+	}
+	if !c.advertised && (spec.Role == RoleControlPlane || len(c.nodes) == 1) {
+		// kubeadm init: --apiserver-advertise-address defaults to the
+		// default-route address of the first control-plane node.
+		if err := c.API.SetKubernetesEndpoints(n.InternalIP); err != nil {
 			return nil, &ConfigError{Object: obj, Msg: err.Error()}
 		}
+		c.advertised = spec.Role == RoleControlPlane
+	}
+	if err := c.Settle(); err != nil {
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
+	}
+	if c.cp.proxyErr != nil {
+		return nil, &ConfigError{Object: obj, Msg: c.cp.proxyErr.Error()}
 	}
 	return n, nil
 }
@@ -388,16 +436,21 @@ type Pod struct {
 	ContainerID string
 	// HostVeth is the node-side veth (vethXXXXXXXX), a port of cni0.
 	HostVeth *datapath.Device
+	// Object is the v1.Pod the kubelet started it from.
+	Object *corev1.Pod
 }
 
 // Name is "namespace/name".
 func (p *Pod) Name() string { return p.Spec.Namespace + "/" + p.Spec.Name }
 
-// AddPod schedules a pod on spec.Node: creates the sandbox namespace, runs
-// the CNI ADD (bridge + host-local, as flannel delegates) and starts the
-// containers, each binding its ports in the shared namespace. Two
-// containers binding the same port is an error, as it is on a real node
-// (the second exits with "address already in use").
+// AddPod creates the pod object (pinned to spec.Node when it is set,
+// else placed by the scheduler) and runs the world until it settles: the
+// kubelet creates the sandbox namespace, the runtime runs the CNI ADD
+// (bridge + host-local, as flannel delegates) and the containers start,
+// each binding its ports in the shared namespace. A pod that does not
+// reach Running is deleted again and the error says why (the scheduler's
+// message, the sandbox error, or "address already in use" when two
+// containers bind the same port).
 func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 	if spec.Namespace == "" {
 		spec.Namespace = "default"
@@ -409,15 +462,43 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 	if c.Pod(spec.Namespace, spec.Name) != nil {
 		return nil, &ConfigError{Object: obj, Msg: "already exists"}
 	}
-	n := c.Node(spec.Node)
-	if n == nil {
+	if spec.Node != "" && c.Node(spec.Node) == nil {
 		return nil, &ConfigError{Object: obj, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
 	}
-	if n.NetworkUnavailable && !spec.HostNetwork {
-		return nil, &ConfigError{Object: obj, Msg: "Pending: node " + n.Name + " has taint node.kubernetes.io/network-unavailable"}
+	if _, err := c.API.Get("Namespace", "", spec.Namespace); err != nil {
+		if _, err := c.API.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Namespace}}); err != nil {
+			return nil, &ConfigError{Object: obj, Msg: err.Error()}
+		}
 	}
+	if _, err := c.API.Create(podObject(spec)); err != nil {
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
+	}
+	if err := c.Settle(); err != nil {
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
+	}
+	p := c.Pod(spec.Namespace, spec.Name)
+	if p == nil {
+		perr := c.podError(spec.Namespace, spec.Name)
+		_ = c.API.Delete("Pod", spec.Namespace, spec.Name)
+		delete(c.started, spec.Namespace+"/"+spec.Name)
+		if err := c.Settle(); err != nil {
+			return nil, err
+		}
+		return nil, perr
+	}
+	if c.cp.proxyErr != nil {
+		return nil, &ConfigError{Object: obj, Msg: c.cp.proxyErr.Error()}
+	}
+	return p, nil
+}
+
+// runPod is the container runtime's part for a pod bound to n: the
+// sandbox (a network namespace held by the pause container, or the
+// node's own for hostNetwork), the CNI ADD, and the containers binding
+// their ports.
+func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 	c.nextCID++
-	p := &Pod{Spec: spec, Node: n, ContainerID: fmt.Sprintf("%064x", uint64(c.nextCID)*0x9e3779b97f4a7c15)}
+	p := &Pod{Spec: spec, Node: n, ContainerID: fmt.Sprintf("%064x", uint64(c.nextCID)*0x9e3779b97f4a7c15), Object: obj}
 	if spec.HostNetwork {
 		p.Netns = n.Host
 		p.IP = n.InternalIP
@@ -431,7 +512,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 			Bridge: "cni0", MTU: mtu, HairpinMode: true, IsGateway: true, IsDefaultGateway: true,
 		}, n.IPAM)
 		if err != nil {
-			return nil, &ConfigError{Object: obj, Field: "sandbox", Msg: "failed to setup network for sandbox: " + err.Error()}
+			return nil, fmt.Errorf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: plugin type=\"bridge\" failed (add): %w", p.ContainerID, err)
 		}
 		p.IP = res.Addr.Addr()
 		p.HostVeth = res.HostVeth
@@ -449,7 +530,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 			}
 			if err != nil {
 				c.teardown(p)
-				return nil, &ConfigError{Object: obj, Field: "containers[" + ct.Name + "]", Msg: err.Error()}
+				return nil, fmt.Errorf("containers[%s]: %w", ct.Name, err)
 			}
 		}
 	}
@@ -459,12 +540,15 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 	}
 	c.podByName[p.Name()] = p
 	n.pods = append(n.pods, p)
-	if len(c.services) > 0 {
-		if err := c.Sync(); err != nil {
-			return nil, &ConfigError{Object: obj, Msg: err.Error()}
-		}
-	}
 	return p, nil
+}
+
+// killPod stops the pod's containers and runs the CNI DEL.
+func (c *Cluster) killPod(p *Pod) {
+	c.teardown(p)
+	c.pods = slices.DeleteFunc(c.pods, func(x *Pod) bool { return x == p })
+	delete(c.podByName, p.Name())
+	p.Node.pods = slices.DeleteFunc(p.Node.pods, func(x *Pod) bool { return x == p })
 }
 
 func (c *Cluster) teardown(p *Pod) {
@@ -483,20 +567,22 @@ func (c *Cluster) teardown(p *Pod) {
 	_ = cni.BridgeDel(p.Node.Host, p.Netns, p.ContainerID, p.Node.IPAM)
 }
 
-// DeletePod runs the CNI DEL and removes the pod.
+// DeletePod deletes the pod object and runs the world until the kubelet
+// has killed its containers and run the CNI DEL, and the Services it was
+// an endpoint of are re-synced.
 func (c *Cluster) DeletePod(namespace, name string) error {
-	p := c.Pod(namespace, name)
-	if p == nil {
-		return &ConfigError{Object: "pod " + namespace + "/" + name, Msg: "not found"}
+	if c.Pod(namespace, name) == nil {
+		if _, err := c.API.Get("Pod", namespace, name); err != nil {
+			return &ConfigError{Object: "pod " + namespace + "/" + name, Msg: "not found"}
+		}
 	}
-	c.teardown(p)
-	c.pods = slices.DeleteFunc(c.pods, func(x *Pod) bool { return x == p })
-	delete(c.podByName, p.Name())
-	p.Node.pods = slices.DeleteFunc(p.Node.pods, func(x *Pod) bool { return x == p })
-	if len(c.services) > 0 {
-		return c.Sync()
+	if err := c.API.Delete("Pod", namespace, name); err != nil {
+		return &ConfigError{Object: "pod " + namespace + "/" + name, Msg: err.Error()}
 	}
-	return nil
+	if err := c.Settle(); err != nil {
+		return err
+	}
+	return c.cp.proxyErr
 }
 
 // Pod returns the pod namespace/name, or nil.

@@ -56,7 +56,7 @@ func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSli
 		}
 		for _, o := range api.ListFunc("Service", func(o apiserver.Object) bool {
 			s := o.(*corev1.Service)
-			return s.Namespace == p.Namespace && s.Spec.Selector != nil &&
+			return s.Namespace == p.Namespace && len(s.Spec.Selector) > 0 &&
 				labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels))
 		}) {
 			c.Queue.Add(Key(o.GetNamespace(), o.GetName()))
@@ -90,7 +90,7 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 	if err == nil {
 		svc = o.(*corev1.Service)
 	}
-	if svc == nil || svc.Spec.Selector == nil || svc.Spec.Type == corev1.ServiceTypeExternalName {
+	if svc == nil || len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
 		for _, es := range existing {
 			if err := c.api.Delete("EndpointSlice", es.Namespace, es.Name); err != nil {
 				return Result{}, err

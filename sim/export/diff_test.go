@@ -403,8 +403,9 @@ func singleEndpointService(pod, ip string) func(t *testing.T, r *scenarios.Refer
 	return func(t *testing.T, r *scenarios.Reference) {
 		needKubeProxy(t, r)
 		closeWebListeners(r)
-		p := r.Pod("net", pod)
-		p.Spec.Labels["only"] = pod
+		if err := r.LabelPod("net", pod, "only", pod); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := r.AddService(sim.ServiceSpec{Selector: map[string]string{"only": pod}, Service: kubeproxy.Service{
 			Namespace: "net", Name: "only-" + pod, ClusterIP: netip.MustParseAddr(ip),
 			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}},

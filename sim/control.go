@@ -1,0 +1,486 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubewalk/kubewalk/sim/apiserver"
+	"github.com/kubewalk/kubewalk/sim/controller"
+)
+
+// Timings of the control plane, in virtual time. Where the real component
+// has a documented default it is used; the rest are modelled.
+const (
+	// PodStartDelay is how long the runtime takes from a pod being bound
+	// to its node to its containers running: RunPodSandbox (the pause
+	// container), the CNI ADD and the container starts on a warm image
+	// cache. Modelled (about a second on a kubeadm VM), not measured.
+	PodStartDelay = time.Second
+	// PodRetryBackoff is the kubelet pod worker's backoff after a failed
+	// sync (a sandbox the network plugin could not set up): 10 s.
+	PodRetryBackoff = 10 * time.Second
+	// ProxyMinSyncPeriod is kube-proxy's --iptables-min-sync-period
+	// (default 1 s since v1.28): a change is synced at once when the last
+	// sync is at least this old, else when it will be.
+	ProxyMinSyncPeriod = time.Second
+)
+
+// KubernetesVersion is the release whose components kubewalk models.
+const KubernetesVersion = "v1.33.4"
+
+// controlPlane holds the controllers of kube-controller-manager and
+// kube-scheduler, and the per-node agents' queues.
+type controlPlane struct {
+	scheduler *controller.Scheduler
+	slices    *controller.EndpointSlices
+	rs        *controller.ReplicaSets
+	deploy    *controller.Deployments
+	ds        *controller.DaemonSets
+	kubelet   *controller.Queue // pod keys, for every node's kubelet
+	proxy     *controller.Queue // one key: kube-proxy's sync on every node
+
+	lastProxySync time.Duration
+	proxySynced   bool
+	proxyErr      error
+}
+
+func (c *Cluster) startControlPlane() error {
+	api, err := apiserver.New(apiserver.Config{ServiceCIDR: c.Config.ServiceCIDR},
+		func() time.Time { return apiserver.Epoch.Add(c.World.Now()) }, c.World.Rand())
+	if err != nil {
+		return err
+	}
+	c.API = api
+	eng := c.World.Engine
+	cp := &controlPlane{
+		scheduler: controller.NewScheduler(api, eng),
+		slices:    controller.NewEndpointSlices(api, eng),
+		rs:        controller.NewReplicaSets(api, eng),
+		deploy:    controller.NewDeployments(api, eng),
+		ds:        controller.NewDaemonSets(api, eng),
+	}
+	c.cp = cp
+	cp.kubelet = controller.NewQueue(eng, "kubelet", 0, c.syncPod)
+	cp.proxy = controller.NewQueue(eng, "kube-proxy", 0, c.syncProxies)
+	api.Watch("Pod", func(ev watch.Event) {
+		p := ev.Object.(*corev1.Pod)
+		if p.Spec.NodeName != "" || c.Pod(p.Namespace, p.Name) != nil {
+			cp.kubelet.Add(controller.Key(p.Namespace, p.Name))
+		}
+	})
+	api.Watch("Service", func(ev watch.Event) { c.observeService(ev) })
+	api.Watch("EndpointSlice", func(ev watch.Event) { c.observeSlice(ev) })
+	api.Watch("Node", func(watch.Event) { c.queueProxySync() })
+	// The API server's own objects already exist: list them, as an
+	// informer's initial list does.
+	for _, o := range api.List("Service", "") {
+		c.observeService(watch.Event{Type: watch.Added, Object: o})
+	}
+	for _, o := range api.List("EndpointSlice", "") {
+		c.observeSlice(watch.Event{Type: watch.Added, Object: o})
+	}
+	return nil
+}
+
+// --- kube-proxy's informers -------------------------------------------------
+
+// observeService keeps the Services kube-proxy knows, in the order it
+// first saw them.
+func (c *Cluster) observeService(ev watch.Event) {
+	svc := ev.Object.(*corev1.Service)
+	i := slices.IndexFunc(c.services, func(s *Service) bool { return s.Spec.Namespace == svc.Namespace && s.Spec.Name == svc.Name })
+	switch {
+	case ev.Type == watch.Deleted:
+		if i >= 0 {
+			c.services = slices.Delete(c.services, i, i+1)
+		}
+	case i >= 0:
+		c.services[i].Spec = proxyService(svc)
+	default:
+		c.services = append(c.services, &Service{Spec: proxyService(svc)})
+	}
+	c.queueProxySync()
+}
+
+func (c *Cluster) observeSlice(ev watch.Event) {
+	es := ev.Object.(*discoveryv1.EndpointSlice)
+	i := slices.IndexFunc(c.slices, func(s *discoveryv1.EndpointSlice) bool { return s.Namespace == es.Namespace && s.Name == es.Name })
+	switch {
+	case ev.Type == watch.Deleted:
+		if i >= 0 {
+			c.slices = slices.Delete(c.slices, i, i+1)
+		}
+	case i >= 0:
+		c.slices[i] = es
+	default:
+		c.slices = append(c.slices, es)
+	}
+	c.queueProxySync()
+}
+
+func (c *Cluster) queueProxySync() {
+	cp := c.cp
+	if cp == nil || len(c.nodes) == 0 {
+		return
+	}
+	delay := time.Duration(0)
+	if cp.proxySynced {
+		if next := cp.lastProxySync + ProxyMinSyncPeriod; next > c.World.Now() {
+			delay = next - c.World.Now()
+		}
+	}
+	cp.proxy.AddAfter("sync", delay)
+}
+
+func (c *Cluster) syncProxies(string) (controller.Result, error) {
+	c.cp.lastProxySync, c.cp.proxySynced = c.World.Now(), true
+	c.cp.proxyErr = c.Sync()
+	return controller.Result{}, c.cp.proxyErr
+}
+
+// --- kubelet ----------------------------------------------------------------
+
+// registerNode is the kubelet's node registration (and the first status
+// update): labels, addresses, capacity with maxPods, the conditions, and
+// spec.podCIDR as the node IPAM controller allocated it. kubeadm adds the
+// control-plane label and taint to control-plane nodes.
+func (c *Cluster) registerNode(n *Node, spec NodeSpec) error {
+	maxPods := int64(110)
+	if spec.MaxPods > 0 {
+		maxPods = int64(spec.MaxPods)
+	}
+	no := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{
+		"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+		"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": n.Name, "kubernetes.io/os": "linux"},
+		Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0",
+			"kubeadm.alpha.kubernetes.io/cri-socket":                 "unix:///var/run/containerd/containerd.sock",
+			"volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR.String(), PodCIDRs: []string{n.PodCIDR.String()}}}
+	for k, v := range n.Annotations {
+		no.Annotations[k] = v
+	}
+	if spec.Role == RoleControlPlane {
+		no.Labels["node-role.kubernetes.io/control-plane"] = ""
+		no.Labels["node.kubernetes.io/exclude-from-external-load-balancers"] = ""
+		no.Spec.Taints = append(no.Spec.Taints, corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule})
+	}
+	for k, v := range spec.Labels {
+		no.Labels[k] = v
+	}
+	no.Spec.Taints = append(no.Spec.Taints, spec.Taints...)
+	cap := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4005732Ki"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("19430032Ki"), corev1.ResourcePods: *resource.NewQuantity(maxPods, resource.DecimalSI),
+	}
+	no.Status = corev1.NodeStatus{
+		Capacity: cap, Allocatable: cap.DeepCopy(),
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.InternalIP.String()}, {Type: corev1.NodeHostName, Address: n.Name}},
+		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: KubernetesVersion, KubeProxyVersion: "", ContainerRuntimeVersion: "containerd://1.7.24",
+			OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-51-generic", OperatingSystem: "linux", Architecture: "amd64"},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+	}
+	c.setNodeConditions(n, no)
+	_, err := c.API.Create(no)
+	return err
+}
+
+// NetworkNotReadyMessage is what the kubelet reports while the runtime
+// has no network plugin (no CNI config): containerd's status, wrapped by
+// the kubelet.
+const NetworkNotReadyMessage = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
+
+// setNodeConditions is the kubelet's node status setters: the pressure
+// conditions and Ready, which is False with the runtime's network error
+// while there is no network plugin. The node lifecycle controller's
+// TaintNodesByCondition turns Ready=False into the not-ready:NoSchedule
+// taint; flannel reports NetworkUnavailable=False once it runs.
+func (c *Cluster) setNodeConditions(n *Node, no *corev1.Node) {
+	now := metav1.NewTime(c.API.Now())
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	conds := []corev1.NodeCondition{}
+	if n.Flannel != nil && !n.NetworkUnavailable {
+		conds = append(conds, cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "FlannelIsUp", "Flannel is running on this node"))
+	}
+	conds = append(conds,
+		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"))
+	if n.NetworkUnavailable {
+		conds = append(conds, cond(corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady", NetworkNotReadyMessage))
+	} else {
+		conds = append(conds, cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"))
+	}
+	for i, nc := range conds {
+		for _, old := range no.Status.Conditions {
+			if old.Type == nc.Type && old.Status == nc.Status {
+				conds[i].LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	no.Status.Conditions = conds
+	notReady := corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
+	has := slices.ContainsFunc(no.Spec.Taints, func(t corev1.Taint) bool { return t.Key == notReady.Key && t.Effect == notReady.Effect })
+	switch {
+	case n.NetworkUnavailable && !has:
+		no.Spec.Taints = append(no.Spec.Taints, notReady)
+	case !n.NetworkUnavailable && has:
+		no.Spec.Taints = slices.DeleteFunc(no.Spec.Taints, func(t corev1.Taint) bool { return t.Key == notReady.Key && t.Effect == notReady.Effect })
+	}
+}
+
+// updateNodeStatus writes the node's conditions and taints again (the
+// kubelet's status update and the lifecycle controller's taint).
+func (c *Cluster) updateNodeStatus(n *Node) error {
+	o, err := c.API.Get("Node", "", n.Name)
+	if err != nil {
+		return err
+	}
+	no := o.(*corev1.Node)
+	c.setNodeConditions(n, no)
+	if _, err := c.API.Update(no); err != nil {
+		return err
+	}
+	o, _ = c.API.Get("Node", "", n.Name)
+	up := o.(*corev1.Node)
+	up.Status = no.Status
+	_, err = c.API.UpdateStatus(up)
+	return err
+}
+
+// SetNetworkUnavailable makes node n's runtime report no network plugin
+// (no valid CNI config) or a working one again, and updates the Node.
+func (c *Cluster) SetNetworkUnavailable(n *Node, unavailable bool) error {
+	n.NetworkUnavailable = unavailable
+	return c.updateNodeStatus(n)
+}
+
+// syncPod is the kubelet's pod worker for one pod, on whichever node it
+// is bound to: a bound pod not yet running gets its sandbox (network
+// namespace, CNI ADD) and containers, then status Running and Ready; a
+// deleted pod has its containers killed and the CNI DEL run.
+func (c *Cluster) syncPod(key string) (controller.Result, error) {
+	ns, name := controller.SplitKey(key)
+	running := c.Pod(ns, name)
+	o, err := c.API.Get("Pod", ns, name)
+	if err != nil {
+		if running != nil {
+			c.killPod(running)
+		}
+		return controller.Result{}, nil
+	}
+	pod := o.(*corev1.Pod)
+	if running != nil || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return controller.Result{}, nil
+	}
+	n := c.Node(pod.Spec.NodeName)
+	if n == nil {
+		return controller.Result{}, nil // no kubelet by that name: the pod stays Pending
+	}
+	if c.started[key] == 0 {
+		// The pod worker has just seen the pod: the sandbox and the
+		// containers are ready PodStartDelay later.
+		c.started[key] = c.World.Now() + PodStartDelay
+		return controller.Result{RequeueAfter: 0}, c.requeuePod(key, PodStartDelay)
+	}
+	if c.World.Now() < c.started[key] {
+		return controller.Result{}, c.requeuePod(key, c.started[key]-c.World.Now())
+	}
+	if n.NetworkUnavailable && !pod.Spec.HostNetwork {
+		msg := "network is not ready: " + NetworkNotReadyMessage
+		c.podWaiting(pod, "ContainerCreating", "")
+		c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "NetworkNotReady", msg)
+		c.podErrs[key] = errors.New(msg)
+		return controller.Result{RequeueAfter: PodRetryBackoff}, nil
+	}
+	p, err := c.runPod(podSpecOf(pod), n, pod)
+	if err != nil {
+		c.podWaiting(pod, "ContainerCreating", "")
+		c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
+		c.podErrs[key] = err
+		return controller.Result{RequeueAfter: PodRetryBackoff}, nil
+	}
+	delete(c.podErrs, key)
+	delete(c.started, key)
+	c.podRunning(pod, p)
+	return controller.Result{}, nil
+}
+
+func (c *Cluster) requeuePod(key string, d time.Duration) error {
+	c.cp.kubelet.AddAfter(key, d)
+	return nil
+}
+
+func (c *Cluster) podWaiting(pod *corev1.Pod, reason, msg string) {
+	st := pod.Status.DeepCopy()
+	st.Phase = corev1.PodPending
+	st.HostIP = c.Node(pod.Spec.NodeName).InternalIP.String()
+	st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}
+	st.ContainerStatuses = nil
+	for _, ct := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Image: ct.Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}})
+	}
+	now := metav1.NewTime(c.API.Now())
+	if st.StartTime == nil {
+		st.StartTime = &now
+	}
+	up := pod.DeepCopy()
+	up.Status = *st
+	controller.SetPodCondition(up, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady",
+		Message: "containers with unready status: [" + containerNames(pod) + "]", LastTransitionTime: now})
+	_, _ = c.API.UpdateStatus(up)
+}
+
+func containerNames(p *corev1.Pod) string {
+	var n []string
+	for _, ct := range p.Spec.Containers {
+		n = append(n, ct.Name)
+	}
+	return strings.Join(n, " ")
+}
+
+func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
+	now := metav1.NewTime(c.API.Now())
+	up := pod.DeepCopy()
+	st := &up.Status
+	st.Phase = corev1.PodRunning
+	st.PodIP = p.IP.String()
+	st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
+	st.HostIP = p.Node.InternalIP.String()
+	st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}
+	st.QOSClass = corev1.PodQOSBestEffort
+	if st.StartTime == nil {
+		st.StartTime = &now
+	}
+	st.ContainerStatuses = nil
+	started := true
+	for i, ct := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Image: ct.Image, Ready: true, Started: &started,
+			ImageID:     ct.Image + "@sha256:" + strings.Repeat("0", 64),
+			ContainerID: fmt.Sprintf("containerd://%s", p.ContainerID[:62]+fmt.Sprintf("%02x", i)),
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+	}
+	for _, t := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
+		controller.SetPodCondition(up, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	_, _ = c.API.UpdateStatus(up)
+	for _, ct := range pod.Spec.Containers {
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", ct.Image))
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Created", "Created container: "+ct.Name)
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Started", "Started container "+ct.Name)
+	}
+}
+
+// --- the API a Go test uses ---------------------------------------------------
+
+// AppliedObject is one object of an Apply and what became of it.
+type AppliedObject struct {
+	Kind, Namespace, Name string
+	Result                apiserver.ApplyResult
+}
+
+// Apply creates or updates each object as `kubectl apply` does. It is
+// atomic: if one object is refused (invalid, its namespace missing), none
+// is applied and the error names the object. Controllers react when the
+// world runs (Settle, RunFor).
+func (c *Cluster) Apply(objs ...runtime.Object) error {
+	_, err := c.ApplyObjects(objs...)
+	return err
+}
+
+// ApplyObjects is Apply, reporting each object's result.
+func (c *Cluster) ApplyObjects(objs ...runtime.Object) ([]AppliedObject, error) {
+	c.API.Begin()
+	var out []AppliedObject
+	for _, o := range objs {
+		obj, ok := o.(apiserver.Object)
+		if !ok || apiserver.KindOf(o) == "" {
+			c.API.Abort()
+			return nil, fmt.Errorf("kind %q is not served", o.GetObjectKind().GroupVersionKind().Kind)
+		}
+		stored, res, err := c.API.Apply(obj)
+		if err != nil {
+			c.API.Abort()
+			return nil, err
+		}
+		out = append(out, AppliedObject{Kind: apiserver.KindOf(o), Namespace: stored.GetNamespace(), Name: stored.GetName(), Result: res})
+	}
+	c.API.Commit()
+	return out, nil
+}
+
+// Delete deletes an object as `kubectl delete` does (a pod's containers
+// are killed and its network torn down at once: graceful termination is
+// not modelled yet).
+func (c *Cluster) Delete(kind, namespace, name string) error {
+	return c.API.Delete(kind, namespace, name)
+}
+
+// Settle runs the world until only background work (retries, periodic
+// resyncs) is left: every controller has converged on what it can do.
+func (c *Cluster) Settle() error { return c.World.Run() }
+
+// RunFor advances virtual time by d, running everything due on the way
+// (as `sleep` in a lab script).
+func (c *Cluster) RunFor(d time.Duration) error { return c.World.Advance(d) }
+
+// podError explains why a pod is not running after Settle.
+func (c *Cluster) podError(ns, name string) error {
+	o, err := c.API.Get("Pod", ns, name)
+	if err != nil {
+		return err
+	}
+	pod := o.(*corev1.Pod)
+	reason := string(pod.Status.Phase)
+	if err := c.podErrs[controller.Key(ns, name)]; err != nil {
+		return &ConfigError{Object: "pod " + ns + "/" + name, Msg: reason + ": " + err.Error()}
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+			return &ConfigError{Object: "pod " + ns + "/" + name, Msg: reason + ": " + cond.Message}
+		}
+	}
+	return &ConfigError{Object: "pod " + ns + "/" + name, Msg: reason}
+}
+
+// IsNotFound reports whether err is the API server's NotFound.
+func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// LabelPod sets label key=value on the pod object (`kubectl label pod`),
+// and runs the world until the Services that now select it (or stopped
+// selecting it) have been re-synced.
+func (c *Cluster) LabelPod(namespace, name, key, value string) error {
+	o, err := c.API.Get("Pod", namespace, name)
+	if err != nil {
+		return err
+	}
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[key] = value
+	o.SetLabels(labels)
+	if _, err := c.API.Update(o); err != nil {
+		return err
+	}
+	if p := c.Pod(namespace, name); p != nil {
+		p.Spec.Labels = labels
+	}
+	if err := c.Settle(); err != nil {
+		return err
+	}
+	return c.cp.proxyErr
+}
