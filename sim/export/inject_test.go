@@ -123,7 +123,9 @@ func TestHostileObjectNamesRefused(t *testing.T) {
 			require.Contains(t, err.Error(), "cannot be exported", "%s %q", what, v)
 		}
 	}
-	require.Greater(t, refused, 50, "the simulator accepts these names: the export is what refuses them")
+	// The API server refuses invalid object names (pods, namespaces, nodes)
+	// first; host and interface names reach the export, which must refuse them.
+	require.Greater(t, refused, 20, "names the simulator accepts: the export is what refuses them")
 }
 
 // TestScriptRunsOnlyIPAndBridge parses and runs the setup and teardown
