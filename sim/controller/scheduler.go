@@ -105,12 +105,22 @@ func FitError(numNodes int, reasons map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%d %s", n, r))
 	}
 	slices.Sort(parts)
-	msg := fmt.Sprintf("0/%d nodes are available: %s.", numNodes, strings.Join(parts, ", "))
 	if numNodes == 0 {
-		msg = "no nodes available to schedule pods"
-		return msg
+		return "no nodes available to schedule pods"
 	}
-	return msg + fmt.Sprintf(" preemption: 0/%d nodes are available: %d Preemption is not helpful for scheduling.", numNodes, numNodes)
+	msg := fmt.Sprintf("0/%d nodes are available: %s.", numNodes, strings.Join(parts, ", "))
+	// Preemption: a node rejected for a reason evicting lower-priority
+	// pods could fix (pod count, host ports) has no victims, as every pod
+	// has priority 0; the others are unresolvable.
+	resolvable := reasons["Too many pods"] + reasons["node(s) didn't have free ports for the requested pod ports"]
+	var pre []string
+	if resolvable > 0 {
+		pre = append(pre, fmt.Sprintf("%d No preemption victims found for incoming pod", resolvable))
+	}
+	if n := numNodes - resolvable; n > 0 {
+		pre = append(pre, fmt.Sprintf("%d Preemption is not helpful for scheduling", n))
+	}
+	return msg + fmt.Sprintf(" preemption: 0/%d nodes are available: %s.", numNodes, strings.Join(pre, ", "))
 }
 
 func (s *Scheduler) markUnschedulable(pod *corev1.Pod, msg string) {
@@ -132,9 +142,8 @@ func (s *Scheduler) filter(pod *corev1.Pod, n *corev1.Node) string {
 	if n.Spec.Unschedulable && !tolerates(pod.Spec.Tolerations, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}) {
 		return "node(s) were unschedulable"
 	}
-	if !MatchesNodeAffinity(pod, n) {
-		return "node(s) didn't match Pod's node affinity/selector"
-	}
+	// The default profile's filter order: NodeUnschedulable, NodeName,
+	// TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit.
 	for _, t := range n.Spec.Taints {
 		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
 			continue
@@ -142,6 +151,9 @@ func (s *Scheduler) filter(pod *corev1.Pod, n *corev1.Node) string {
 		if !tolerates(pod.Spec.Tolerations, t) {
 			return fmt.Sprintf("node(s) had untolerated taint {%s: %s}", t.Key, t.Value)
 		}
+	}
+	if !MatchesNodeAffinity(pod, n) {
+		return "node(s) didn't match Pod's node affinity/selector"
 	}
 	pods := s.api.ListFunc("Pod", func(o apiserver.Object) bool {
 		p := o.(*corev1.Pod)
