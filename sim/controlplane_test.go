@@ -201,3 +201,33 @@ func TestControlPlaneIsDeterministic(t *testing.T) {
 	}
 	require.Equal(t, run(), run())
 }
+
+func TestKubeadmAddons(t *testing.T) {
+	c, err := NewCluster(DefaultConfig())
+	require.NoError(t, err)
+	_, err = c.AddNode(NodeSpec{Name: "cp1", Role: RoleControlPlane, NICs: []NICSpec{{Name: "eth0", Segment: "lan", Addr: netip.MustParsePrefix("192.168.122.11/24")}}})
+	require.NoError(t, err)
+	require.NoError(t, c.InstallKubeadmAddons())
+	_, err = c.AddNode(NodeSpec{Name: "w1", NICs: []NICSpec{{Name: "eth0", Segment: "lan", Addr: netip.MustParsePrefix("192.168.122.21/24")}}})
+	require.NoError(t, err)
+	where := map[string]string{}
+	for _, o := range c.API.List("Pod", "") {
+		p := o.(*corev1.Pod)
+		require.Equal(t, corev1.PodRunning, p.Status.Phase, p.Name)
+		where[p.Namespace+"/"+p.Labels["k8s-app"]+p.Labels["component"]+"@"+p.Spec.NodeName] = p.Status.PodIP
+	}
+	require.Equal(t, "192.168.122.11", where["kube-system/kube-apiserver@cp1"])
+	require.Equal(t, "192.168.122.21", where["kube-system/kube-proxy@w1"], "the DaemonSet follows a joining node")
+	require.Equal(t, "192.168.122.21", where["kube-flannel/flannel@w1"])
+	require.Len(t, c.API.List("Pod", "kube-system"), 4+2+2, "static pods, kube-proxy on both nodes, coredns x2")
+	dns := c.Service("kube-system", "kube-dns")
+	require.NotNil(t, dns)
+	require.Equal(t, "10.96.0.10", dns.ClusterIP().String())
+	require.Len(t, dns.EndpointSlice.Endpoints, 2)
+	for _, ep := range dns.EndpointSlice.Endpoints {
+		require.Equal(t, "cp1", ep.NodeName, "coredns ran before any worker joined, on the control plane it tolerates")
+	}
+	k := c.Service("default", "kubernetes")
+	require.Equal(t, "10.96.0.1", k.ClusterIP().String())
+	require.Equal(t, "192.168.122.11", k.EndpointSlice.Endpoints[0].Addresses[0].String())
+}
