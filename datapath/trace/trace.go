@@ -6,6 +6,8 @@ package trace
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -117,33 +119,126 @@ func (t *Trace) Reset() {
 	t.packets = 0
 }
 
-// Outcome is how one packet copy's walk ended.
+// Origin is how a packet copy came to be, as its first observation and
+// its Parent tell.
+type Origin uint8
+
+// Origins.
+const (
+	// Sent: the walk's caller sent it (it has no parent).
+	Sent Origin = iota
+	// Copy: a copy of Parent, made where a bridge or a segment flooded
+	// Parent to several ports (or up to the bridge's own stack).
+	Copy
+	// Reply: a stack's answer to Parent: an ARP reply, echo reply,
+	// SYN-ACK, RST, UDP echo or ICMP error.
+	Reply
+	// ARPRequest: an ARP request the neighbour layer broadcast to
+	// resolve the next hop Parent waits for.
+	ARPRequest
+)
+
+// Outcome is how one packet copy's walk ended: delivered (to a socket, a
+// listener, or the ARP layer, which consumes requests and resolves
+// replies), dropped with a reason, or still in flight when the trace
+// ends.
 type Outcome struct {
-	Packet int
-	Action Action // Delivered, Dropped or 0 (still in flight)
-	Where  string // node/netns device
-	Reason string
-	Last   Observation
+	Packet, Parent int
+	Origin         Origin
+	Action         Action // Delivered, Dropped or 0 (still in flight)
+	Where          string // node/netns device
+	Reason         string
+	// At is when the walk ended (delivered or dropped), or, in flight,
+	// when the packet was last seen.
+	At   time.Duration
+	Last Observation
 }
 
-// Outcomes returns, for each packet number in order, the final observation
-// that ended it, or the last one seen if it is still in flight.
+// InFlight reports whether the packet was neither delivered nor dropped.
+func (o Outcome) InFlight() bool { return o.Action == 0 }
+
+// OriginLabel says where the packet came from: "" for a packet the walk
+// sent, else "copy of #2", "answer to #3" or "ARP request for #1".
+func (o Outcome) OriginLabel() string {
+	switch o.Origin {
+	case Copy:
+		return "copy of #" + strconv.Itoa(o.Parent)
+	case Reply:
+		return "answer to #" + strconv.Itoa(o.Parent)
+	case ARPRequest:
+		return "ARP request for #" + strconv.Itoa(o.Parent)
+	}
+	return ""
+}
+
+// String is the outcome in words: "delivered at N/ns dev", "dropped at
+// N/ns dev: reason" or "in flight at 0.000150 (last seen at N/ns dev:
+// queued)".
+func (o Outcome) String() string {
+	switch o.Action {
+	case Delivered:
+		return "delivered at " + o.Where
+	case Dropped:
+		r := o.Reason
+		if r == "" {
+			r = "no reason recorded"
+		}
+		return "dropped at " + o.Where + ": " + r
+	}
+	return "in flight at " + FormatTime(o.At) + " (last seen at " + o.Where + ": " + o.Last.Stage + " " + o.Last.Action.String() + ")"
+}
+
+// Ends reports whether an observation ends a packet copy's walk:
+// delivered, dropped, or an ARP reply resolving a neighbour entry (the
+// ARP layer consumes it: delivered).
+func Ends(o *Observation) bool {
+	return o.Action == Delivered || o.Action == Dropped || o.Action == Resolved
+}
+
+// originOf classifies a packet copy from its first observation.
+func originOf(first *Observation) Origin {
+	switch {
+	case first.Parent == 0:
+		return Sent
+	case first.Action == Replied && first.Stage == "arp" && strings.HasPrefix(first.Summary, "ARP, Request"):
+		return ARPRequest
+	case first.Action == Replied:
+		return Reply
+	}
+	return Copy
+}
+
+// Outcomes returns, for each packet number in order of first observation,
+// how its walk ended: the observation that ended it (see Ends), or the
+// last one seen if it is still in flight.
 func (t *Trace) Outcomes() []Outcome {
-	last := map[int]int{}
+	first, last, end := map[int]int{}, map[int]int{}, map[int]int{}
 	order := []int{}
-	for i, o := range t.Obs {
-		if _, ok := last[o.Packet]; !ok {
+	for i := range t.Obs {
+		o := &t.Obs[i]
+		if _, ok := first[o.Packet]; !ok {
+			first[o.Packet] = i
 			order = append(order, o.Packet)
 		}
 		last[o.Packet] = i
+		if _, done := end[o.Packet]; !done && Ends(o) {
+			end[o.Packet] = i
+		}
 	}
 	out := make([]Outcome, 0, len(order))
 	for _, id := range order {
-		o := t.Obs[last[id]]
-		oc := Outcome{Packet: id, Where: o.Node + "/" + o.Netns + " " + o.Device, Last: o}
-		if o.Action == Delivered || o.Action == Dropped {
-			oc.Action = o.Action
-			oc.Reason = o.Reason
+		i, ended := end[id]
+		if !ended {
+			i = last[id]
+		}
+		o := t.Obs[i]
+		f := &t.Obs[first[id]]
+		oc := Outcome{Packet: id, Parent: f.Parent, Origin: originOf(f), Where: o.Node + "/" + o.Netns + " " + o.Device, At: o.At, Last: o}
+		if ended {
+			oc.Action = Delivered
+			if o.Action == Dropped {
+				oc.Action, oc.Reason = Dropped, o.Reason
+			}
 		}
 		out = append(out, oc)
 	}

@@ -135,3 +135,49 @@ func esc(s string) string {
 	_ = xml.EscapeText(&b, []byte(s))
 	return strings.ReplaceAll(b.String(), "&#39;", "&apos;")
 }
+
+// TestLegendSaysWhatEachPacketIs: with ARP shown, every packet's legend
+// line says truthfully where it came from and how it ended: flooded ARP
+// requests are copies (not answers), resolved ARP replies are delivered
+// (not in flight), and a walk cut short says when it stopped.
+func TestLegendSaysWhatEachPacketIs(t *testing.T) {
+	tr := walks[0].run(t)
+	w := diagram.Build(tr, diagram.Options{ARP: true})
+	var b bytes.Buffer
+	require.NoError(t, w.WriteSVG(&b))
+	svg := b.String()
+	require.NotContains(t, svg, "in flight")
+	copies := 0
+	byID := map[int]*diagram.Packet{}
+	for _, p := range w.Packets {
+		byID[p.ID] = p
+	}
+	for _, p := range w.Shown() {
+		line := fmt.Sprintf("#%d  %s", p.ID, strings.ReplaceAll(p.Summary, ">", "&gt;"))
+		require.Contains(t, svg, line, "#%d has a legend line", p.ID)
+		require.True(t, strings.HasPrefix(p.Outcome, "delivered at ") || strings.HasPrefix(p.Outcome, "dropped at "), "#%d: %s", p.ID, p.Outcome)
+		switch {
+		case strings.HasPrefix(p.Summary, "ARP, Request") && p.Parent != 0 && strings.HasPrefix(byID[p.Parent].Summary, "ARP, Request"):
+			require.Equal(t, trace.Copy, p.Origin, "#%d", p.ID)
+			require.Contains(t, svg, line+" (copy of #"+fmt.Sprint(p.Parent)+")")
+			copies++
+		case strings.HasPrefix(p.Summary, "ARP, Request"):
+			require.Contains(t, svg, line+" (ARP request for #"+fmt.Sprint(p.Parent)+")")
+		case strings.HasPrefix(p.Summary, "ARP, Reply"):
+			require.Contains(t, svg, line+" (answer to #"+fmt.Sprint(p.Parent)+") — delivered at ")
+			require.Contains(t, p.Outcome, "(resolved ")
+		}
+	}
+	require.Positive(t, copies, "the walk floods ARP requests")
+
+	cut := &trace.Trace{Obs: tr.Obs[:len(tr.Obs)/2]}
+	w = diagram.Build(cut, diagram.Options{})
+	var inFlight int
+	for _, p := range w.Shown() {
+		if strings.HasPrefix(p.Outcome, "in flight at ") {
+			inFlight++
+			require.Regexp(t, `^in flight at \d+\.\d{6}, last seen at \S+ `, p.Outcome)
+		}
+	}
+	require.Positive(t, inFlight)
+}

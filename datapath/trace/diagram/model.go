@@ -76,7 +76,7 @@ const (
 	Drop                           // discarded, with a reason
 	Deliver                        // handed to a socket
 	InFlight                       // the walk stopped with the packet still travelling
-	ReplySpawn                     // a stack answered (SYN-ACK, echo reply): a new packet starts here
+	ReplySpawn                     // a stack answered (SYN-ACK, echo reply) or sent an ARP request: a new packet starts here
 )
 
 // Step is one thing to draw: a hop between two devices or a note on one.
@@ -95,10 +95,15 @@ type Step struct {
 // Packet describes one packet copy of the walk.
 type Packet struct {
 	ID, Parent int
+	// Origin says how the copy came about (trace.Outcome.Origin): sent by
+	// the walk, a flooded copy of Parent, an answer to it, or an ARP
+	// request for its next hop.
+	Origin trace.Origin
 	// Summary is the packet as it started, shortened: "10.244.1.2.40000 >
 	// 10.244.2.2.80: Flags [S]".
 	Summary string
-	// Outcome: "delivered at ...", "dropped at ...: reason" or "in flight".
+	// Outcome: "delivered at ...", "dropped at ...: reason" or "in flight
+	// at TIME, last seen at ...".
 	Outcome string
 	// SameAs is the id of an earlier packet that took exactly the same
 	// path; such packets are listed but not drawn again in the SVG.
@@ -191,10 +196,14 @@ func Build(t *trace.Trace, opt Options) *Walk {
 	w := &Walk{devices: map[string]*Device{}}
 	evidence := classify(t)
 	pkts := map[int]*Packet{}
+	outcomes := map[int]trace.Outcome{}
+	for _, oc := range t.Outcomes() {
+		outcomes[oc.Packet] = oc
+	}
 	for _, o := range t.Obs {
 		p := pkts[o.Packet]
 		if p == nil {
-			p = &Packet{ID: o.Packet, Parent: o.Parent}
+			p = &Packet{ID: o.Packet, Parent: o.Parent, Origin: outcomes[o.Packet].Origin}
 			pkts[o.Packet] = p
 			w.Packets = append(w.Packets, p)
 		}
@@ -238,7 +247,11 @@ func Build(t *trace.Trace, opt Options) *Walk {
 		if o.Device != "" && (at == nil || moves(o)) {
 			d := device(o)
 			if at == nil && o.Parent != 0 && o.Action == trace.Replied {
-				w.Steps = append(w.Steps, Step{Kind: ReplySpawn, Packet: o.Packet, At: d, Label: "replies: " + ShortSummary(o.Summary), Obs: i})
+				verb := "replies: "
+				if p.Origin == trace.ARPRequest {
+					verb = "asks: "
+				}
+				w.Steps = append(w.Steps, Step{Kind: ReplySpawn, Packet: o.Packet, At: d, Label: verb + ShortSummary(o.Summary), Obs: i})
 			}
 			if at != nil && at != d {
 				w.Steps = append(w.Steps, Step{Kind: Hop, Packet: o.Packet, From: at, To: d, At: d, Label: hopLabel(o, at, d), Obs: i})
@@ -275,6 +288,15 @@ func Build(t *trace.Trace, opt Options) *Walk {
 			note.Kind = Deliver
 			note.Label = "delivered: " + cutParen(o.Detail)
 			p.Outcome = fmt.Sprintf("delivered at %s %s", at.Node, at.Label())
+			if o.Stage == "arp" && o.Detail != "" {
+				// The ARP layer consumed it: say what it did with it.
+				p.Outcome += " (" + cutParen(o.Detail) + ")"
+			}
+		case trace.Resolved:
+			// The ARP layer consumed the reply: the walk of this copy ends.
+			note.Kind = Deliver
+			note.Label = "resolved: " + cutParen(o.Detail)
+			p.Outcome = fmt.Sprintf("delivered at %s %s (resolved %s)", at.Node, at.Label(), cutParen(o.Detail))
 		default:
 			continue
 		}
@@ -290,8 +312,9 @@ func Build(t *trace.Trace, opt Options) *Walk {
 		if d == nil {
 			continue
 		}
-		p.Outcome = fmt.Sprintf("still in flight at %s %s", d.Node, d.Label())
-		w.Steps = append(w.Steps, Step{Kind: InFlight, Packet: p.ID, At: d, Label: "walk stopped here (in flight)", Obs: len(t.Obs)})
+		at := trace.FormatTime(outcomes[p.ID].At)
+		p.Outcome = fmt.Sprintf("in flight at %s, last seen at %s %s", at, d.Node, d.Label())
+		w.Steps = append(w.Steps, Step{Kind: InFlight, Packet: p.ID, At: d, Label: "in flight at " + at + " (the walk stopped)", Obs: len(t.Obs)})
 	}
 	for i, p := range w.Packets {
 		for _, q := range w.Packets[:i] {
@@ -312,6 +335,13 @@ func Build(t *trace.Trace, opt Options) *Walk {
 	}
 	w.opt = opt
 	return w
+}
+
+// OriginLabel says where the packet came from: "" for a packet the walk
+// sent, else "copy of #2" (flooded), "answer to #3" or "ARP request for
+// #1".
+func (p *Packet) OriginLabel() string {
+	return trace.Outcome{Parent: p.Parent, Origin: p.Origin}.OriginLabel()
 }
 
 // Shown returns the packets the diagrams show, in order of first

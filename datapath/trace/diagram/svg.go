@@ -336,8 +336,8 @@ func (w *Walk) WriteSVG(out io.Writer) error {
 	legend = append(legend, legendLine{text: "Packets", bold: true})
 	for _, p := range w.Shown() {
 		t := fmt.Sprintf("#%d  %s", p.ID, p.Summary)
-		if p.Parent != 0 {
-			t += fmt.Sprintf(" (answer to #%d)", p.Parent)
+		if l := p.OriginLabel(); l != "" {
+			t += " (" + l + ")"
 		}
 		if p.Outcome != "" {
 			t += " — " + p.Outcome
