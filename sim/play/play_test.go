@@ -69,10 +69,10 @@ node cka-w1: ip route
 func TestParseErrors(t *testing.T) {
 	for script, want := range map[string]string{
 		"kubectl apply -f - <<EOF\nkind: x\n": `line 1: here-document delimited by end-of-file (wanted "EOF")`,
-		"kubectl get 'pods\n":                  "line 1: unexpected EOF while looking for matching `''",
-		"echo \"a\n":                           "line 1: unexpected EOF while looking for matching `\"'",
-		"ok\nkubectl apply -f - <<\n":          "line 2: heredoc without a terminator word (want <<EOF)",
-		"|| true\n":                            "line 1: no command",
+		"kubectl get 'pods\n":                 "line 1: unexpected EOF while looking for matching `''",
+		"echo \"a\n":                          "line 1: unexpected EOF while looking for matching `\"'",
+		"ok\nkubectl apply -f - <<\n":         "line 2: heredoc without a terminator word (want <<EOF)",
+		"|| true\n":                           "line 1: no command",
 	} {
 		_, err := Parse(strings.NewReader(script))
 		var se *SyntaxError
