@@ -1,6 +1,8 @@
 package play
 
 import (
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/kubewalk/kubewalk/sim/apiserver"
 )
 
@@ -10,21 +12,22 @@ type applied struct {
 	result                apiserver.ApplyResult
 }
 
-// applyObjects applies objs atomically, as `kubectl apply` of one file
-// does in kubewalk: every object or none.
+// applyObjects applies objs atomically through the cluster, as `kubectl
+// apply` of one file does in kubewalk: every object or none.
 func (r *Runner) applyObjects(objs []apiserver.Object) ([]applied, error) {
-	r.API.Begin()
-	var out []applied
-	for _, o := range objs {
-		stored, res, err := r.API.Apply(o)
-		if err != nil {
-			r.API.Abort()
-			return nil, err
-		}
-		out = append(out, applied{apiserver.KindOf(o), stored.GetNamespace(), stored.GetName(), res})
+	in := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		in[i] = o
 	}
-	r.API.Commit()
+	res, err := r.Cluster.ApplyObjects(in...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]applied, len(res))
+	for i, x := range res {
+		out[i] = applied{x.Kind, x.Namespace, x.Name, x.Result}
+	}
 	return out, nil
 }
 
-func (r *Runner) delete(kind, ns, name string) error { return r.API.Delete(kind, ns, name) }
+func (r *Runner) delete(kind, ns, name string) error { return r.Cluster.Delete(kind, ns, name) }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
@@ -183,7 +184,7 @@ func kubectlExec(r *Runner, a kubectlArgs, _ string, out io.Writer) error {
 		container = pod.Spec.Containers[0].Name
 	}
 	if !slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == container }) {
-		return kerrorf("container %s not found in pod %s", container, name)
+		return &kubectlError{apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", container, name))}
 	}
 	sp := r.Cluster.Pod(a.ns(), name)
 	if sp == nil || pod.Status.Phase != corev1.PodRunning {

@@ -3,8 +3,6 @@ package play
 import (
 	"bytes"
 	"errors"
-	"math/rand/v2"
-	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -15,19 +13,14 @@ import (
 
 	"github.com/kubewalk/kubewalk/internal/golden"
 	"github.com/kubewalk/kubewalk/scenarios"
-	"github.com/kubewalk/kubewalk/sim/apiserver"
 )
 
-// newRunner is the reference cluster with an API server on its clock.
+// newRunner is the reference cluster.
 func newRunner(t *testing.T) *Runner {
 	t.Helper()
 	ref, err := scenarios.NewReference(1)
 	require.NoError(t, err)
-	c := ref.Cluster
-	api, err := apiserver.New(apiserver.Config{AdvertiseAddress: netip.MustParseAddr("192.168.122.11")},
-		func() time.Time { return apiserver.Epoch.Add(c.World.Now()) }, rand.New(rand.NewPCG(1, 2)))
-	require.NoError(t, err)
-	return New(c, api)
+	return New(ref.Cluster)
 }
 
 func TestParse(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 type Runner struct {
 	// Cluster is the simulated cluster the steps act on.
 	Cluster *sim.Cluster
-	// API is its API server.
+	// API is its API server (Cluster.API).
 	API *apiserver.Server
 	// KubeletDNS, when set, gives a node's kubelet DNS configuration for
 	// the resolv.conf of its pods (see dns.PodResolvConf).
@@ -40,10 +40,10 @@ type Command struct {
 	Run func(r *Runner, args []string, stdin string, out io.Writer) error
 }
 
-// New returns a runner over c whose API server is api, with the built-in
-// commands: kubectl, sleep and node.
-func New(c *sim.Cluster, api *apiserver.Server) *Runner {
-	r := &Runner{Cluster: c, API: api}
+// New returns a runner over c with the built-in commands: kubectl, sleep
+// and node.
+func New(c *sim.Cluster) *Runner {
+	r := &Runner{Cluster: c, API: c.API}
 	r.Register(
 		Command{"kubectl", "kubectl get|describe|apply -f -|delete|scale|label|patch|exec ...", runKubectl},
 		Command{"sleep", "sleep DURATION (virtual time: 90s, 2m, 1.5)", runSleep},
@@ -171,7 +171,7 @@ func (r *Runner) Line(line, stdin string, out io.Writer) error {
 // settle runs what is due at the current virtual instant: a command's
 // immediate consequences (the API server's watchers), not those that wait
 // (a kubelet's sync, a grace period), which need a sleep.
-func (r *Runner) settle() error { return r.Cluster.World.Advance(0) }
+func (r *Runner) settle() error { return r.Cluster.RunFor(0) }
 
 // runSleep is sleep(1) in virtual time: a number of seconds or a
 // duration with a unit suffix (s, m, h, d, as GNU sleep takes; Go's ms
@@ -184,7 +184,7 @@ func runSleep(r *Runner, args []string, _ string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return r.Cluster.World.Advance(d)
+	return r.Cluster.RunFor(d)
 }
 
 func parseSleep(s string) (time.Duration, error) {
