@@ -93,6 +93,13 @@ func summarizeIPv4(b *strings.Builder, ip []byte, depth int) {
 		if off := int(t.DataOffset()); off <= len(l4) {
 			fmt.Fprintf(b, ", length %d", len(l4)-off)
 		}
+	case ProtoSCTP:
+		if len(l4) < 12 {
+			fmt.Fprintf(b, "%s > %s: sctp, truncated", src, dst)
+			break
+		}
+		fmt.Fprintf(b, "%s.%d > %s.%d: sctp", src, uint16(l4[0])<<8|uint16(l4[1]), dst, uint16(l4[2])<<8|uint16(l4[3]))
+		summarizeSCTPChunks(b, l4[12:])
 	default:
 		fmt.Fprintf(b, "%s > %s: ip-proto-%d", src, dst, h.Protocol())
 	}
@@ -120,4 +127,36 @@ func tcpFlags(f header.TCPFlags) string {
 		return "none"
 	}
 	return string(s)
+}
+
+var sctpChunkNames = [...]string{0: "DATA", 1: "INIT", 2: "INIT ACK", 3: "SACK", 4: "HB REQ", 5: "HB ACK",
+	6: "ABORT", 7: "SHUTDOWN", 8: "SHUTDOWN ACK", 9: "OP ERR", 10: "COOKIE ECHO", 11: "COOKIE ACK", 14: "SHUTDOWN COMPLETE"}
+
+// summarizeSCTPChunks lists the chunks as tcpdump does: "(1) [INIT] [init
+// tag: T] [rwnd: R] [OS: O] [MIS: M] [init TSN: N]".
+func summarizeSCTPChunks(b *strings.Builder, c []byte) {
+	for i := 1; len(c) >= 4; i++ {
+		typ, n := c[0], int(c[2])<<8|int(c[3])
+		name := ""
+		if int(typ) < len(sctpChunkNames) {
+			name = sctpChunkNames[typ]
+		}
+		if name == "" {
+			name = "chunk type " + itoa(int(typ))
+		}
+		fmt.Fprintf(b, " (%d) [%s]", i, name)
+		if (typ == 1 || typ == 2) && n >= 20 && len(c) >= 20 {
+			be := func(o int) uint32 { return uint32(c[o])<<24 | uint32(c[o+1])<<16 | uint32(c[o+2])<<8 | uint32(c[o+3]) }
+			fmt.Fprintf(b, " [init tag: %d] [rwnd: %d] [OS: %d] [MIS: %d] [init TSN: %d]", be(4), be(8),
+				uint16(c[12])<<8|uint16(c[13]), uint16(c[14])<<8|uint16(c[15]), be(16))
+		}
+		if n < 4 {
+			return
+		}
+		n = (n + 3) &^ 3
+		if n > len(c) {
+			return
+		}
+		c = c[n:]
+	}
 }

@@ -401,7 +401,7 @@ func (c *Cluster) Nodes() []*Node { return c.nodes }
 type ContainerPort struct {
 	Name          string
 	ContainerPort uint16
-	Protocol      string // "TCP" (default) or "UDP"
+	Protocol      string // "TCP" (default), "UDP" or "SCTP"
 	HostPort      uint16
 	// Echo makes the container an echo server on a UDP port: it sends
 	// every datagram back to its sender. Without it a UDP port is a
@@ -525,8 +525,10 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 				_, err = p.Netns.ListenTCP(port.ContainerPort)
 			case "UDP":
 				_, err = p.Netns.ListenUDP(port.ContainerPort, port.Echo)
+			case "SCTP":
+				_, err = p.Netns.ListenSCTP(port.ContainerPort)
 			default:
-				err = fmt.Errorf("protocol %q not supported (TCP or UDP)", proto)
+				err = fmt.Errorf("protocol %q not supported (TCP, UDP or SCTP)", proto)
 			}
 			if err != nil {
 				c.teardown(p)
@@ -555,10 +557,13 @@ func (c *Cluster) teardown(p *Pod) {
 	if p.Spec.HostNetwork {
 		for _, ct := range p.Spec.Containers {
 			for _, port := range ct.Ports {
-				if cmp.Or(port.Protocol, "TCP") == "TCP" {
+				switch cmp.Or(port.Protocol, "TCP") {
+				case "TCP":
 					p.Netns.CloseTCP(port.ContainerPort)
-				} else {
+				case "UDP":
 					p.Netns.CloseUDP(port.ContainerPort)
+				case "SCTP":
+					p.Netns.CloseSCTP(port.ContainerPort)
 				}
 			}
 		}

@@ -200,9 +200,16 @@ func (e *Entry) Format(now time.Duration) string {
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(e.Timeout(now)/time.Second), 10)
 	b = append(b, ' ')
-	if e.Orig.Proto == datapath.ProtoTCP {
+	switch e.Orig.Proto {
+	case datapath.ProtoTCP:
 		b = append(b, e.TCPState.String()...)
 		b = append(b, ' ')
+	case datapath.ProtoSCTP:
+		if e.Status&StatusSeenReply != 0 {
+			b = append(b, "ESTABLISHED "...)
+		} else {
+			b = append(b, "COOKIE_WAIT "...)
+		}
 	}
 	b = e.Orig.appendTo(b)
 	b = append(b, ' ')

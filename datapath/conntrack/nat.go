@@ -1,6 +1,8 @@
 package conntrack
 
 import (
+	"hash/crc32"
+
 	"github.com/kubewalk/kubewalk/datapath"
 	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
@@ -67,7 +69,7 @@ func (t *Tuple) setManipPort(m Manip, v uint16) {
 }
 
 func hasPorts(proto uint8) bool {
-	return proto == datapath.ProtoTCP || proto == datapath.ProtoUDP || proto == datapath.ProtoICMP
+	return proto == datapath.ProtoTCP || proto == datapath.ProtoUDP || proto == datapath.ProtoICMP || proto == datapath.ProtoSCTP
 }
 
 // inRange is nf_in_range for the manipulated side of t.
@@ -190,7 +192,7 @@ func (e *Entry) l4UniqueTuple(w *datapath.Walk, t Tuple, r *NATRange, m Manip) T
 		} else {
 			min, size = uint32(r.MinPort), uint32(r.MaxPort)-uint32(r.MinPort)+1
 		}
-	case datapath.ProtoTCP, datapath.ProtoUDP:
+	case datapath.ProtoTCP, datapath.ProtoUDP, datapath.ProtoSCTP:
 		if r.Flags&ProtoSpecified == 0 {
 			if m == ManipDst {
 				return t
@@ -305,7 +307,8 @@ func manipIP(ip []byte, target Tuple, m Manip) bool {
 	if ihl < 20 || ihl > len(ip) {
 		return false
 	}
-	if tot > len(ip) || tot < ihl {
+	complete := tot <= len(ip) && tot >= ihl
+	if !complete {
 		tot = len(ip)
 	}
 	af := ip[12:16]
@@ -347,6 +350,24 @@ func manipIP(ip []byte, target Tuple, m Manip) bool {
 				pf[0], pf[1] = nb[0], nb[1]
 				changed = true
 			}
+		case datapath.ProtoSCTP:
+			if len(l4) < 4 {
+				break
+			}
+			pf, np := l4[0:2], target.Sport
+			if m == ManipDst {
+				pf, np = l4[2:4], target.Dport
+			}
+			if pf[0] != byte(np>>8) || pf[1] != byte(np) {
+				pf[0], pf[1] = byte(np>>8), byte(np)
+				changed = true
+				// SCTP's checksum is CRC32c over the whole packet, not an
+				// Internet checksum: recompute it (sctp_manip_pkt). A
+				// quoted, truncated packet keeps what it has.
+				if complete && len(l4) >= 12 {
+					SetSCTPChecksum(l4)
+				}
+			}
 		case datapath.ProtoICMP:
 			if len(l4) < 8 || !icmpHasInverse[l4[0]] {
 				break
@@ -365,6 +386,27 @@ func manipIP(ip []byte, target Tuple, m Manip) bool {
 		changed = true
 	}
 	return changed
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// SCTPChecksum computes the CRC32c of an SCTP packet (common header and
+// chunks) with its checksum field taken as zero, as RFC 9260 appendix A
+// and sctp_compute_cksum do. The field holds it in little-endian byte
+// order.
+func SCTPChecksum(sctp []byte) uint32 {
+	var saved [4]byte
+	copy(saved[:], sctp[8:12])
+	clear(sctp[8:12])
+	c := crc32.Checksum(sctp, castagnoli)
+	copy(sctp[8:12], saved[:])
+	return c
+}
+
+// SetSCTPChecksum fills in the checksum field of an SCTP packet.
+func SetSCTPChecksum(sctp []byte) {
+	c := SCTPChecksum(sctp)
+	sctp[8], sctp[9], sctp[10], sctp[11] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
 }
 
 // csumReplace updates the 16-bit one's complement checksum in c for the

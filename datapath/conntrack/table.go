@@ -21,6 +21,12 @@ type Timeouts struct {
 	// than 2 s); UDPStream is nf_conntrack_udp_timeout_stream.
 	UDP, UDPStream time.Duration
 	ICMP           time.Duration
+	// SCTP is nf_conntrack_sctp_timeout_cookie_wait, the timeout of an
+	// SCTP association that has not seen a reply; SCTPEstablished is
+	// nf_conntrack_sctp_timeout_established (210 s since Linux 6.1). The
+	// SCTP tracker is minimal: no chunk state machine, COOKIE_WAIT until
+	// a reply is seen, ESTABLISHED and ASSURED after.
+	SCTP, SCTPEstablished time.Duration
 	// Generic is nf_conntrack_generic_timeout, for other protocols.
 	Generic time.Duration
 }
@@ -35,6 +41,7 @@ func DefaultTimeouts() Timeouts {
 		TCPUnacknowledged: 300 * time.Second,
 		UDP:               30 * time.Second, UDPStream: 120 * time.Second,
 		ICMP: 30 * time.Second, Generic: 600 * time.Second,
+		SCTP: 3 * time.Second, SCTPEstablished: 210 * time.Second,
 	}
 }
 

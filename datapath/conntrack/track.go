@@ -148,6 +148,18 @@ func (t *Table) udpPacket(e *Entry, now time.Duration) {
 	e.expires = now + t.to.UDP
 }
 
+// sctpPacket is the minimal SCTP tracker: an association is COOKIE_WAIT
+// until a packet is seen in the reply direction, then ESTABLISHED and
+// ASSURED.
+func (t *Table) sctpPacket(e *Entry, reply bool, now time.Duration) {
+	if reply || e.Status&StatusSeenReply != 0 {
+		e.Status |= StatusAssured
+		e.expires = now + t.to.SCTPEstablished
+		return
+	}
+	e.expires = now + t.to.SCTP
+}
+
 // inStage is nf_conntrack_in.
 type inStage struct{ t *Table }
 
@@ -190,6 +202,8 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 				t.udpPacket(e, now)
 			case datapath.ProtoICMP:
 				e.expires = now + t.to.ICMP
+			case datapath.ProtoSCTP:
+				t.sctpPacket(e, sl.reply, now)
 			default:
 				e.expires = now + t.to.Generic
 			}
@@ -257,6 +271,8 @@ func (t *Table) newConn(w *datapath.Walk, p *datapath.Packet, pr parsed, now tim
 			return datapath.VerdictContinue
 		}
 		timeout = t.to.ICMP
+	case datapath.ProtoSCTP:
+		timeout = t.to.SCTP
 	default:
 		timeout = t.to.Generic
 	}

@@ -72,7 +72,7 @@ func (t Tuple) appendTo(b []byte) []byte {
 	b = append(b, " dst="...)
 	b = netip.AddrFrom4(t.Dst).AppendTo(b)
 	switch t.Proto {
-	case datapath.ProtoTCP, datapath.ProtoUDP:
+	case datapath.ProtoTCP, datapath.ProtoUDP, datapath.ProtoSCTP:
 		b = append(b, " sport="...)
 		b = strconv.AppendUint(b, uint64(t.Sport), 10)
 		b = append(b, " dport="...)
@@ -91,7 +91,7 @@ func (t Tuple) appendTo(b []byte) []byte {
 // endpoint prints "A:P" for TCP/UDP and "A" otherwise, for trace details.
 func appendEndpoint(b []byte, a [4]byte, port uint16, proto uint8) []byte {
 	b = netip.AddrFrom4(a).AppendTo(b)
-	if proto == datapath.ProtoTCP || proto == datapath.ProtoUDP {
+	if proto == datapath.ProtoTCP || proto == datapath.ProtoUDP || proto == datapath.ProtoSCTP {
 		b = append(b, ':')
 		b = strconv.AppendUint(b, uint64(port), 10)
 	}
@@ -174,7 +174,7 @@ func parseL4(p parsed, l4 []byte) parsed {
 		p.t.Sport = uint16(l4[0])<<8 | uint16(l4[1])
 		p.t.Dport = uint16(l4[2])<<8 | uint16(l4[3])
 		p.tcpFlags = l4[13]
-	case datapath.ProtoUDP:
+	case datapath.ProtoUDP, datapath.ProtoSCTP:
 		if len(l4) < 4 {
 			return p
 		}

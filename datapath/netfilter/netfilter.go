@@ -300,6 +300,11 @@ func (c *evalCtx) init(nf *Netfilter, w *datapath.Walk, p *datapath.Packet, t *T
 				c.icmpType, c.icmpCode = l4[0], l4[1]
 				c.l4ok = true
 			}
+		case datapath.ProtoSCTP:
+			if len(l4) >= 12 { // the common header (xt_sctp reads it whole)
+				c.sport, c.dport = uint16(l4[0])<<8|uint16(l4[1]), uint16(l4[2])<<8|uint16(l4[3])
+				c.l4ok = true
+			}
 		}
 	}
 	switch h {

@@ -399,6 +399,8 @@ func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
 					m = newTCPMatch(true)
 				case r.proto == datapath.ProtoICMP && !r.invProto:
 					m = &icmpMatch{}
+				case r.proto == datapath.ProtoSCTP && !r.invProto:
+					m = newSCTPMatch()
 				}
 				if m != nil {
 					h, err := m.option(w, inv, a)
@@ -447,6 +449,8 @@ func (rp *ruleParser) newMatch(name string) (match, error) {
 		return newTCPMatch(false), nil
 	case "udp":
 		return newTCPMatch(true), nil
+	case "sctp":
+		return newSCTPMatch(), nil
 	case "icmp":
 		return &icmpMatch{}, nil
 	case "comment":
@@ -766,6 +770,12 @@ func (m *tcpMatch) option(opt string, inv bool, a *args) (bool, error) {
 	if m.udp {
 		return false, nil
 	}
+	if m.sctp {
+		if opt == "--chunk-types" {
+			return false, errorf("sctp match: --chunk-types is not modelled")
+		}
+		return false, nil
+	}
 	switch opt {
 	case "--syn":
 		m.flgMask, m.flgCmp, m.invFlags = 0x17, 0x02, inv
@@ -827,10 +837,18 @@ func parseTCPFlags(s string) (uint8, error) {
 
 func (m *tcpMatch) check(r *Rule) error {
 	want := uint8(datapath.ProtoTCP)
-	if m.udp {
+	switch {
+	case m.udp:
 		want = datapath.ProtoUDP
+	case m.sctp:
+		want = datapath.ProtoSCTP
 	}
 	if r.proto != want || r.invProto {
+		if m.sctp {
+			// xt_sctp's checkentry refuses it in the kernel; iptables-nft
+			// reports the rule (EINVAL).
+			return errorf("RULE_APPEND failed (Invalid argument): sctp match needs -p sctp")
+		}
 		return errorf("%s match: only valid for protocol %d", m.name(), want)
 	}
 	return nil

@@ -122,9 +122,11 @@ type portRange struct{ lo, hi uint16 }
 func (p portRange) set() bool         { return p.lo != 0 || p.hi != 0xffff }
 func (p portRange) has(v uint16) bool { return v >= p.lo && v <= p.hi }
 
-// tcpMatch is -m tcp / -m udp (xt_tcpudp).
+// tcpMatch is -m tcp / -m udp (xt_tcpudp) and -m sctp (xt_sctp, ports
+// only: --chunk-types is not modelled).
 type tcpMatch struct {
 	udp                bool
+	sctp               bool
 	sport, dport       portRange
 	invSport, invDport bool
 	flgMask, flgCmp    uint8
@@ -137,9 +139,16 @@ func newTCPMatch(udp bool) *tcpMatch {
 	return &tcpMatch{udp: udp, sport: portRange{0, 0xffff}, dport: portRange{0, 0xffff}}
 }
 
+func newSCTPMatch() *tcpMatch {
+	return &tcpMatch{sctp: true, sport: portRange{0, 0xffff}, dport: portRange{0, 0xffff}}
+}
+
 func (m *tcpMatch) name() string {
-	if m.udp {
+	switch {
+	case m.udp:
 		return "udp"
+	case m.sctp:
+		return "sctp"
 	}
 	return "tcp"
 }
@@ -363,7 +372,7 @@ type multiportMatch struct {
 
 func (m *multiportMatch) name() string { return "multiport" }
 func (m *multiportMatch) match(c *evalCtx) bool {
-	if c.frag || !c.l4ok || (c.proto != datapath.ProtoTCP && c.proto != datapath.ProtoUDP) {
+	if c.frag || !c.l4ok || (c.proto != datapath.ProtoTCP && c.proto != datapath.ProtoUDP && c.proto != datapath.ProtoSCTP) {
 		return false
 	}
 	for _, p := range m.ports {

@@ -1,5 +1,6 @@
 // Package packet builds IPv4 packets for injection into the simulated
-// datapath: ICMP echo, UDP datagrams and TCP segments (SYN, data, FIN),
+// datapath: ICMP echo, UDP datagrams, TCP segments (SYN, data, FIN) and
+// SCTP INIT chunks,
 // serialised with gopacket with lengths and checksums computed the way a
 // real stack would send them. Builders allocate: build once, then copy the
 // bytes into pooled packets on hot paths.
@@ -147,6 +148,44 @@ func TCP(ip IP, s TCPSegment) ([]byte, error) {
 // TCPSYN builds the first segment of a connection.
 func TCPSYN(ip IP, sport, dport uint16, seq uint32) ([]byte, error) {
 	return TCP(ip, TCPSegment{Sport: sport, Dport: dport, Seq: seq, Flags: TCPFlags{SYN: true}})
+}
+
+// SCTPInit describes the INIT chunk that opens an SCTP association.
+// Zero values get Linux's defaults: 10 outbound streams, 65535 inbound,
+// a receiver window of 106496 bytes.
+type SCTPInit struct {
+	Sport, Dport    uint16
+	InitiateTag     uint32 // the tag the peer must put in its packets; 0 means 1
+	InitialTSN      uint32
+	Window          uint32
+	OutboundStreams uint16
+	InboundStreams  uint16
+}
+
+// SCTP builds an SCTP packet holding one INIT chunk: the common header
+// with verification tag 0 (RFC 9260 §8.5.1) and the CRC32c checksum, DF
+// set as Linux sends it.
+func SCTP(ip IP, c SCTPInit) ([]byte, error) {
+	l, err := ip.layer(layers.IPProtocolSCTP, true)
+	if err != nil {
+		return nil, err
+	}
+	init := layers.SCTPInit{SCTPChunk: layers.SCTPChunk{Type: layers.SCTPChunkTypeInit},
+		InitiateTag: c.InitiateTag, AdvertisedReceiverWindowCredit: c.Window,
+		OutboundStreams: c.OutboundStreams, InboundStreams: c.InboundStreams, InitialTSN: c.InitialTSN}
+	if init.InitiateTag == 0 {
+		init.InitiateTag = 1 // 0 is not a valid initiate tag
+	}
+	if init.AdvertisedReceiverWindowCredit == 0 {
+		init.AdvertisedReceiverWindowCredit = 106496
+	}
+	if init.OutboundStreams == 0 {
+		init.OutboundStreams = 10
+	}
+	if init.InboundStreams == 0 {
+		init.InboundStreams = 65535
+	}
+	return serialize(l, &layers.SCTP{SrcPort: layers.SCTPPort(c.Sport), DstPort: layers.SCTPPort(c.Dport)}, &init)
 }
 
 // Ethernet wraps an IPv4 packet in an Ethernet II header, for injecting a
