@@ -41,8 +41,11 @@ const (
 //
 // The outside machines route the LoadBalancer, external and service
 // addresses to cka-w1, as a router in front of the cluster would.
-func NewFlows(seed uint64) (*Flows, error) {
-	r, err := newReference(seed, true)
+func NewFlows(seed uint64) (*Flows, error) { return NewFlowsMode(seed, "") }
+
+// NewFlowsMode is NewFlows with kube-proxy in mode ("" is iptables).
+func NewFlowsMode(seed uint64, mode kubeproxy.Mode) (*Flows, error) {
+	r, err := newReference(seed, true, mode)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/kubewalk/kubewalk/sim/packet"
 	"github.com/stretchr/testify/require"
 )
@@ -67,96 +68,106 @@ func TestFlows(t *testing.T) {
 		port           uint16
 		proto          string
 		want           string
+		// nft, when set, is the outcome in nftables mode where it differs.
+		nft string
 	}{
 		// ClusterIP
-		{"pod to ClusterIP", "client", "web", 80, "tcp", both},
-		{"pod on other node to ClusterIP", "client-2", "web", 80, "tcp", both},
-		{"node to ClusterIP is masqueraded", "cka-w1", "web", 80, "tcp", bothMasq},
-		{"control-plane node to ClusterIP", "cka-cp1", "web", 80, "tcp", bothMasq},
+		{"pod to ClusterIP", "client", "web", 80, "tcp", both, ""},
+		{"pod on other node to ClusterIP", "client-2", "web", 80, "tcp", both, ""},
+		{"node to ClusterIP is masqueraded", "cka-w1", "web", 80, "tcp", bothMasq, ""},
+		{"control-plane node to ClusterIP", "cka-cp1", "web", 80, "tcp", bothMasq, ""},
 		// A node's own connection to a pod leaves from the address of the
 		// route's device (flannel.1's 10.244.N.0, cni0's 10.244.N.1): no NAT.
-		{"node to a pod on another node is not masqueraded", "cka-w1", "web-2", 80, "tcp", "10.244.2.2:80"},
-		{"node to a pod on the same node is not masqueraded", "cka-w1", "web-1", 80, "tcp", "10.244.1.3:80"},
-		{"node to a remote pod over UDP", "cka-w1", "web-2", 5353, "udp", "10.244.2.2:5353"},
-		{"outside to ClusterIP via a route is masqueraded", "outside", "web", 80, "tcp", bothMasq},
-		{"hairpin: endpoint to its own Service", "web-1", "web", 80, "tcp", "10.244.1.3:80 (masq), 10.244.2.2:80"},
-		{"UDP ClusterIP", "client", "web-udp", 53, "udp", "10.244.1.3:5353, 10.244.2.2:5353"},
-		{"wrong port leaves for the default gateway", "client", "web", 81, "tcp", "DROP(neighbour unresolved)"},
-		{"wrong protocol leaves for the default gateway", "client", "web", 80, "udp", "DROP(neighbour unresolved)"},
+		{"node to a pod on another node is not masqueraded", "cka-w1", "web-2", 80, "tcp", "10.244.2.2:80", ""},
+		{"node to a pod on the same node is not masqueraded", "cka-w1", "web-1", 80, "tcp", "10.244.1.3:80", ""},
+		{"node to a remote pod over UDP", "cka-w1", "web-2", 5353, "udp", "10.244.2.2:5353", ""},
+		{"outside to ClusterIP via a route is masqueraded", "outside", "web", 80, "tcp", bothMasq, ""},
+		{"hairpin: endpoint to its own Service", "web-1", "web", 80, "tcp", "10.244.1.3:80 (masq), 10.244.2.2:80", ""},
+		{"UDP ClusterIP", "client", "web-udp", 53, "udp", "10.244.1.3:5353, 10.244.2.2:5353", ""},
+		// nftables mode rejects traffic to a ClusterIP's other ports
+		// (cluster-ips-check); iptables mode routes it to the gateway.
+		{"wrong port leaves for the default gateway", "client", "web", 81, "tcp", "DROP(neighbour unresolved)", "REJECT"},
+		{"wrong protocol leaves for the default gateway", "client", "web", 80, "udp", "DROP(neighbour unresolved)", "REJECT"},
 		// NodePort (externalTrafficPolicy Cluster)
-		{"outside to NodePort on a node without endpoints", "outside", "cka-cp1", 30080, "tcp", bothMasq},
-		{"outside to NodePort on cka-w1", "outside", "cka-w1", 30080, "tcp", bothMasq},
-		{"outside to NodePort on cka-w2", "outside", "cka-w2", 30080, "tcp", bothMasq},
-		{"pod to another node's NodePort", "client", "cka-w2", 30080, "tcp", bothMasq},
-		{"node to its own NodePort", "cka-w1", "cka-w1", 30080, "tcp", bothMasq},
-		{"outside to a port that is no NodePort", "outside", "cka-w1", 30099, "tcp", "DROP(connection refused (RST))"},
-		{"UDP to a TCP NodePort", "outside", "cka-cp1", 30080, "udp", "DROP(port unreachable)"},
+		{"outside to NodePort on a node without endpoints", "outside", "cka-cp1", 30080, "tcp", bothMasq, ""},
+		{"outside to NodePort on cka-w1", "outside", "cka-w1", 30080, "tcp", bothMasq, ""},
+		{"outside to NodePort on cka-w2", "outside", "cka-w2", 30080, "tcp", bothMasq, ""},
+		{"pod to another node's NodePort", "client", "cka-w2", 30080, "tcp", bothMasq, ""},
+		{"node to its own NodePort", "cka-w1", "cka-w1", 30080, "tcp", bothMasq, ""},
+		{"outside to a port that is no NodePort", "outside", "cka-w1", 30099, "tcp", "DROP(connection refused (RST))", ""},
+		{"UDP to a TCP NodePort", "outside", "cka-cp1", 30080, "udp", "DROP(port unreachable)", ""},
 		// NodePort externalTrafficPolicy Local (endpoint only on cka-w2)
-		{"eTP Local: outside to node with local endpoint keeps source", "outside", "cka-w2", 30081, "tcp", "10.244.2.4:80"},
-		{"eTP Local: outside to node without local endpoint", "outside", "cka-w1", 30081, "tcp", "DROP"},
-		{"eTP Local: outside to control plane", "outside", "cka-cp1", 30081, "tcp", "DROP"},
-		{"eTP Local: pod traffic goes cluster-wide", "client", "cka-w1", 30081, "tcp", "10.244.2.4:80"},
-		{"eTP Local: node's own traffic is masqueraded", "cka-w1", "cka-w1", 30081, "tcp", "10.244.2.4:80 (masq)"},
+		{"eTP Local: outside to node with local endpoint keeps source", "outside", "cka-w2", 30081, "tcp", "10.244.2.4:80", ""},
+		{"eTP Local: outside to node without local endpoint", "outside", "cka-w1", 30081, "tcp", "DROP", ""},
+		{"eTP Local: outside to control plane", "outside", "cka-cp1", 30081, "tcp", "DROP", ""},
+		{"eTP Local: pod traffic goes cluster-wide", "client", "cka-w1", 30081, "tcp", "10.244.2.4:80", ""},
+		{"eTP Local: node's own traffic is masqueraded", "cka-w1", "cka-w1", 30081, "tcp", "10.244.2.4:80 (masq)", ""},
 		// LoadBalancer with source ranges
-		{"LB IP from an allowed source", "outside", "lb", 80, "tcp", bothMasq},
-		{"LB IP from a source outside the ranges", "stranger", "lb", 80, "tcp", "DROP"},
-		{"LB NodePort ignores source ranges", "stranger", "cka-w1", 30082, "tcp", bothMasq},
+		{"LB IP from an allowed source", "outside", "lb", 80, "tcp", bothMasq, ""},
+		{"LB IP from a source outside the ranges", "stranger", "lb", 80, "tcp", "DROP", ""},
+		{"LB NodePort ignores source ranges", "stranger", "cka-w1", 30082, "tcp", bothMasq, ""},
 		// externalIPs
-		{"outside to externalIP", "outside", "ext", 8080, "tcp", bothMasq},
-		{"pod to externalIP", "client", "ext", 8080, "tcp", bothMasq},
+		{"outside to externalIP", "outside", "ext", 8080, "tcp", bothMasq, ""},
+		{"pod to externalIP", "client", "ext", 8080, "tcp", bothMasq, ""},
 		// no endpoints
-		{"pod to Service without endpoints", "client", "empty", 80, "tcp", "REJECT"},
-		{"outside to Service without endpoints", "outside", "empty", 80, "tcp", "REJECT"},
+		{"pod to Service without endpoints", "client", "empty", 80, "tcp", "REJECT", ""},
+		{"outside to Service without endpoints", "outside", "empty", 80, "tcp", "REJECT", ""},
 		// internalTrafficPolicy Local
-		{"iTP Local from cka-w1 pod", "client", "web-itp", 80, "tcp", "10.244.1.3:80"},
-		{"iTP Local from cka-w2 pod", "client-2", "web-itp", 80, "tcp", "10.244.2.2:80"},
-		{"iTP Local from a node without endpoints", "cka-cp1", "web-itp", 80, "tcp", "DROP"},
+		{"iTP Local from cka-w1 pod", "client", "web-itp", 80, "tcp", "10.244.1.3:80", ""},
+		{"iTP Local from cka-w2 pod", "client-2", "web-itp", 80, "tcp", "10.244.2.2:80", ""},
+		{"iTP Local from a node without endpoints", "cka-cp1", "web-itp", 80, "tcp", "DROP", ""},
 		// sessionAffinity: a first packet can still go anywhere
-		{"session affinity first connection", "client", "sticky", 80, "tcp", both},
+		{"session affinity first connection", "client", "sticky", 80, "tcp", both, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var f *Flows // the copy of the scenario being explored
-			build := func() (*sim.Cluster, error) {
-				var err error
-				if f, err = NewFlows(1); err != nil {
-					return nil, err
-				}
-				return f.Cluster, nil
+		for _, mode := range []kubeproxy.Mode{kubeproxy.ModeIPTables, kubeproxy.ModeNFTables} {
+			want := tc.want
+			if mode == kubeproxy.ModeNFTables && tc.nft != "" {
+				want = tc.nft
 			}
-			out, err := FlowBranches(build, func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
-				ns, src := f.source(t, tc.from)
-				dst := f.addr(tc.to)
-				if tc.proto == "tcp" {
-					c, err := ns.DialTCP(src, dst, 40000, tc.port, 1000, tr)
+			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
+				var f *Flows // the copy of the scenario being explored
+				build := func() (*sim.Cluster, error) {
+					var err error
+					if f, err = NewFlowsMode(1, mode); err != nil {
+						return nil, err
+					}
+					return f.Cluster, nil
+				}
+				out, err := FlowBranches(build, func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error) {
+					ns, src := f.source(t, tc.from)
+					dst := f.addr(tc.to)
+					if tc.proto == "tcp" {
+						c, err := ns.DialTCP(src, dst, 40000, tc.port, 1000, tr)
+						if err != nil {
+							return src, err
+						}
+						return netip.AddrFrom4(c.Src), nil
+					}
+					if !src.IsValid() {
+						r, err := ns.RouteGet(dst)
+						if err != nil {
+							return src, err
+						}
+						src = r.Src
+					}
+					if _, err := ns.ListenUDP(40000, false); err != nil {
+						return src, err
+					}
+					ip, err := packet.UDP(packet.IP{Src: src, Dst: dst}, 40000, tc.port, []byte("q"))
 					if err != nil {
 						return src, err
 					}
-					return netip.AddrFrom4(c.Src), nil
+					return src, c.World.Send(ns, ip, tr)
+				})
+				require.NoError(t, err)
+				require.Equal(t, want, FormatOutcomes(out), "\n%s", Describe(out))
+				sum := 0.0
+				for _, o := range out {
+					sum += o.Probability
 				}
-				if !src.IsValid() {
-					r, err := ns.RouteGet(dst)
-					if err != nil {
-						return src, err
-					}
-					src = r.Src
-				}
-				if _, err := ns.ListenUDP(40000, false); err != nil {
-					return src, err
-				}
-				ip, err := packet.UDP(packet.IP{Src: src, Dst: dst}, 40000, tc.port, []byte("q"))
-				if err != nil {
-					return src, err
-				}
-				return src, c.World.Send(ns, ip, tr)
+				require.InDelta(t, 1.0, sum, 1e-9)
 			})
-			require.NoError(t, err)
-			require.Equal(t, tc.want, FormatOutcomes(out), "\n%s", Describe(out))
-			sum := 0.0
-			for _, o := range out {
-				sum += o.Probability
-			}
-			require.InDelta(t, 1.0, sum, 1e-9)
-		})
+		}
 	}
 }
 

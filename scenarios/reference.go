@@ -41,14 +41,21 @@ func ma(s string) netip.Addr   { return netip.MustParseAddr(s) }
 // .1; pod network 10.244.0.0/16 (a /24 per node, allocated in join order);
 // service network 10.96.0.0/12; the NodePort Service net/web in front of
 // the two web pods.
-func NewReference(seed uint64) (*Reference, error) { return newReference(seed, false) }
+func NewReference(seed uint64) (*Reference, error) { return newReference(seed, false, "") }
+
+// NewReferenceMode is NewReference with kube-proxy in mode (the kube-proxy
+// ConfigMap's mode; "" is iptables).
+func NewReferenceMode(seed uint64, mode kubeproxy.Mode) (*Reference, error) {
+	return newReference(seed, false, mode)
+}
 
 // newReference builds the reference cluster; withUDP makes the web pods
 // also run a UDP echo server on 5353 (used by the flow scenario's UDP
 // Service, whose flow tests expect an answer).
-func newReference(seed uint64, withUDP bool) (*Reference, error) {
+func newReference(seed uint64, withUDP bool, mode kubeproxy.Mode) (*Reference, error) {
 	cfg := sim.DefaultConfig()
 	cfg.Seed = seed
+	cfg.ProxyMode = mode
 	c, err := sim.NewCluster(cfg)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
+	"github.com/kubewalk/kubewalk/datapath/nftables"
 	"github.com/kubewalk/kubewalk/sim/apiserver"
 	"github.com/kubewalk/kubewalk/sim/cni"
 	"github.com/kubewalk/kubewalk/sim/flannel"
@@ -225,6 +226,11 @@ type Node struct {
 	ProxyRules *kubeproxy.Rules
 	// Proxier is the node's kube-proxy in the cluster's ProxyMode.
 	Proxier kubeproxy.Proxier
+	// NFTRules is what kube-proxy wrote at its last sync in nftables mode
+	// (nil in the other modes).
+	NFTRules *kubeproxy.NFTRules
+	// NFTables is the root namespace's nf_tables ruleset.
+	NFTables *nftables.NFTables
 	// Netfilter and Conntrack are the root namespace's iptables tables and
 	// connection tracking table.
 	Netfilter *netfilter.Netfilter

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
+	"github.com/kubewalk/kubewalk/datapath/nftables"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 )
 
@@ -14,6 +15,8 @@ func (c *Cluster) newProxier(n *Node) (kubeproxy.Proxier, error) {
 	switch c.Config.ProxyMode {
 	case kubeproxy.ModeIPTables:
 		return &iptablesProxier{c: c, n: n}, nil
+	case kubeproxy.ModeNFTables:
+		return &nftablesProxier{c: c, n: n}, nil
 	}
 	return nil, fmt.Errorf("proxy mode %q is not modelled yet", c.Config.ProxyMode)
 }
@@ -102,6 +105,7 @@ func clearStaleUDP(n *Node, stale []kubeproxy.StaleUDPFlow) {
 func (c *Cluster) installNetfilter(n *Node) error {
 	n.Conntrack = conntrack.Install(n.Host, conntrack.Config{})
 	n.Netfilter = netfilter.Install(n.Host, n.Conntrack)
+	n.NFTables = nftables.Install(n.Host, n.Netfilter)
 	if n.Flannel == nil {
 		return nil
 	}

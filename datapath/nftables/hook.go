@@ -50,10 +50,11 @@ func (n *NFTables) runChain(c *ctx, base *Chain) vcode {
 			continue
 		}
 		if c.p.Trace != nil {
-			n.observe(c, ch, trace.Matched, r.text(false))
+			d := r.text(false)
 			if c.chosen != "" {
-				n.observe(c, ch, trace.Note, c.chosen)
+				d += " => " + c.chosen
 			}
+			n.observe(c, ch, trace.Matched, d)
 		}
 		switch c.verdict.code {
 		case vNone, vContinue:

@@ -95,10 +95,12 @@ func TestApplyAtomic(t *testing.T) {
 func TestDeleteAndFlush(t *testing.T) {
 	n := newNFT(t)
 	require.NoError(t, n.Apply("", errorSetup+"add chain ip kube-proxy ep\nadd rule ip kube-proxy services jump ep\nadd map ip kube-proxy m { type ipv4_addr : verdict ; }\nadd element ip kube-proxy m { 10.0.0.1 : goto ep }\n"))
-	// A chain with rules or references cannot be deleted (EBUSY).
+	// A chain something jumps to cannot be deleted (EBUSY); one with only
+	// rules of its own can (the kernel deletes its rules with it).
 	err := n.Apply("", "delete chain ip kube-proxy ep\n")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Error: Could not process rule: Device or resource busy")
+	require.NoError(t, n.Apply("", "add chain ip kube-proxy own\nadd rule ip kube-proxy own drop\ndelete chain ip kube-proxy own\n"))
 	// kube-proxy's order: flush the referencing chain and map, then delete.
 	require.NoError(t, n.Apply("", "flush chain ip kube-proxy services\nflush map ip kube-proxy m\ndelete chain ip kube-proxy ep\n"))
 	assert.Nil(t, n.Table("ip", "kube-proxy").Chain("ep"))

@@ -280,7 +280,7 @@ func (p *parser) chain(verb token) *cmdErr {
 			}
 			return &cmdErr{tok: nt, msg: msgCouldNot + msgNoEnt}
 		}
-		if len(c.rules) > 0 || p.st.referenced(t, c) {
+		if p.st.referenced(t, c) {
 			return &cmdErr{tok: nt, msg: msgCouldNot + msgBusy}
 		}
 		t.chains = slices.DeleteFunc(t.chains, func(x *Chain) bool { return x == c })

@@ -214,6 +214,10 @@ type Config struct {
 	// counters; the INVALID drop rule and localhost NodePort rules then carry
 	// `-m nfacct`.
 	NFAcct bool
+	// ServiceCIDRs are the ServiceCIDR objects' ranges kube-proxy watches
+	// (MultiCIDRServiceAllocator, GA in v1.33). nftables mode drops
+	// traffic to addresses in them that no Service has.
+	ServiceCIDRs []netip.Prefix
 	// NodePortRange is --service-node-port-range used for validation;
 	// zero means 30000-32767.
 	NodePortRange [2]int
