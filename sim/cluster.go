@@ -94,6 +94,7 @@ type Cluster struct {
 	slices     []*discoveryv1.EndpointSlice
 	started    map[string]time.Duration // pod key → when its sandbox is up
 	advertised bool
+	flannel    *flanneld
 	podErrs    map[string]error // pod key → why the kubelet could not start it
 	externals  []*Host
 	segments   []*datapath.Segment
@@ -146,6 +147,7 @@ func NewCluster(cfg Config) (*Cluster, error) {
 		fc := flannel.DefaultConfig()
 		fc.Network = cfg.ClusterCIDR
 		c.Flannel = flannel.NewNetwork(fc)
+		c.watchFlannel()
 	}
 	return c, nil
 }
@@ -351,7 +353,7 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 				return nil, &ConfigError{Object: obj, Field: "flannelIface", Msg: fmt.Sprintf("no NIC named %q", spec.FlannelIface)}
 			}
 		}
-		fn, err := c.Flannel.Join(spec.Name, host, n.PodCIDR, pub, iface)
+		fn, err := c.Flannel.Start(spec.Name, host, n.PodCIDR, pub, iface)
 		if err != nil {
 			return nil, &ConfigError{Object: obj, Field: "flannel", Msg: err.Error()}
 		}
@@ -372,6 +374,9 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 	if err := c.registerNode(n, spec); err != nil {
 		c.nodes = c.nodes[:len(c.nodes)-1]
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
+	}
+	if err := c.startFlanneld(n); err != nil {
+		return nil, &ConfigError{Object: obj, Field: "flannel", Msg: err.Error()}
 	}
 	if !c.advertised && (spec.Role == RoleControlPlane || len(c.nodes) == 1) {
 		// kubeadm init: --apiserver-advertise-address defaults to the

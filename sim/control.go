@@ -82,6 +82,7 @@ func (c *Cluster) startControlPlane() error {
 	api.Watch("Service", func(ev watch.Event) { c.observeService(ev) })
 	api.Watch("EndpointSlice", func(ev watch.Event) { c.observeSlice(ev) })
 	api.Watch("Node", func(watch.Event) { c.queueProxySync() })
+
 	// The API server's own objects already exist: list them, as an
 	// informer's initial list does.
 	for _, o := range api.List("Service", "") {

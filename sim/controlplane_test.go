@@ -231,3 +231,19 @@ func TestKubeadmAddons(t *testing.T) {
 	require.Equal(t, "10.96.0.1", k.ClusterIP().String())
 	require.Equal(t, "192.168.122.11", k.EndpointSlice.Endpoints[0].Addresses[0].String())
 }
+
+// TestFlanneldWatchesNodes: each flanneld programs a route, neighbour and
+// FDB entry for every other Node's lease, and removes them when the Node
+// object is deleted (kubectl delete node).
+func TestFlanneldWatchesNodes(t *testing.T) {
+	c := threeNodes(t, 0)
+	w1 := c.Node("w1")
+	require.Contains(t, w1.Host.IPRoute(), "10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink")
+	w2mac := c.Node("w2").Flannel.VTEP.MAC.String()
+	require.Contains(t, w1.Host.IPNeigh(""), "10.244.2.0 dev flannel.1 lladdr "+w2mac+" PERMANENT")
+	require.NoError(t, c.Delete("Node", "", "w2"))
+	require.NoError(t, c.Settle())
+	require.NotContains(t, w1.Host.IPRoute(), "10.244.2.0/24")
+	require.NotContains(t, w1.Host.IPNeigh(""), w2mac)
+	require.Contains(t, w1.Host.IPRoute(), "10.244.0.0/24 via 10.244.0.0 dev flannel.1 onlink", "cp1's lease stays")
+}

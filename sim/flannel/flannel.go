@@ -80,10 +80,12 @@ type Error struct {
 // Error implements the error interface.
 func (e *Error) Error() string { return "flanneld on " + e.Node + ": " + e.Msg }
 
-// Join starts flanneld on a node: creates the VTEP on iface with publicIP
-// as the local address, assigns the subnet's .0/32 to it, then programs
-// this node for every existing node and every existing node for this one.
-func (n *Network) Join(name string, host *datapath.Netns, subnet netip.Prefix, publicIP netip.Addr, iface string) (*Node, error) {
+// Start starts flanneld on a node (--kube-subnet-mgr): creates the VTEP
+// on iface with publicIP as the local address and assigns the subnet's
+// .0/32 to it. The node's lease is then published as its Node's
+// annotations (Annotations), and the other nodes' leases are programmed as
+// flanneld's Node watch delivers them (AddLease, RemoveLease).
+func (n *Network) Start(name string, host *datapath.Netns, subnet netip.Prefix, publicIP netip.Addr, iface string) (*Node, error) {
 	if !n.Config.Network.Contains(subnet.Addr()) || subnet.Bits() < n.Config.Network.Bits() {
 		return nil, &Error{Node: name, Msg: fmt.Sprintf("subnet %s is not inside the flannel network %s", subnet, n.Config.Network)}
 	}
@@ -101,43 +103,80 @@ func (n *Network) Join(name string, host *datapath.Netns, subnet netip.Prefix, p
 		return nil, &Error{Node: name, Msg: err.Error()}
 	}
 	me := &Node{Name: name, Host: host, Subnet: subnet, PublicIP: publicIP, Iface: iface, VTEP: vtep}
-	for _, o := range n.nodes {
-		if o.Subnet == subnet {
-			// A lease for our own subnet cannot be routed to another node:
-			// flanneld skips it, and so the two nodes never learn of each
-			// other while every third node routes the subnet to whichever
-			// lease it saw last.
-			continue
-		}
-		if err := program(me, o); err != nil {
-			return nil, err
-		}
-		if err := program(o, me); err != nil {
-			return nil, err
-		}
-	}
 	n.nodes = append(n.nodes, me)
 	return me, nil
 }
 
-// program writes on `at` what flanneld writes for remote node `to`:
+// Lease is another node's subnet lease as flanneld reads it off that
+// Node: spec.podCIDR and the flannel.alpha.coreos.com annotations.
+type Lease struct {
+	Node     string
+	Subnet   netip.Prefix
+	PublicIP netip.Addr
+	VtepMAC  datapath.MAC
+}
+
+// LeaseFromNode reads a lease from a Node's podCIDR and annotations; ok is
+// false while the node has no podCIDR or flanneld has not annotated it.
+func LeaseFromNode(name, podCIDR string, annotations map[string]string) (l Lease, ok bool) {
+	sub, err := netip.ParsePrefix(podCIDR)
+	if err != nil {
+		return Lease{}, false
+	}
+	pub, err := netip.ParseAddr(annotations["flannel.alpha.coreos.com/public-ip"])
+	if err != nil {
+		return Lease{}, false
+	}
+	var bd struct {
+		VtepMAC string `json:"VtepMAC"`
+	}
+	if err := json.Unmarshal([]byte(annotations["flannel.alpha.coreos.com/backend-data"]), &bd); err != nil {
+		return Lease{}, false
+	}
+	mac, err := datapath.ParseMAC(bd.VtepMAC)
+	if err != nil {
+		return Lease{}, false
+	}
+	return Lease{Node: name, Subnet: sub, PublicIP: pub, VtepMAC: mac}, true
+}
+
+// AddLease writes on this node what flanneld's vxlan backend writes for a
+// remote lease:
 //
 //	ip route replace 10.244.M.0/24 via 10.244.M.0 dev flannel.1 onlink
 //	ip neigh replace 10.244.M.0 dev flannel.1 lladdr <VTEP MAC> nud permanent
 //	bridge fdb replace <VTEP MAC> dev flannel.1 dst <public IP> self permanent
-func program(at, to *Node) error {
-	gw := to.Subnet.Addr()
+//
+// A lease for this node's own subnet cannot be routed to another node:
+// flanneld skips it, so two nodes with one podCIDR never learn of each
+// other while every third node routes the subnet to whichever lease it
+// saw last.
+func (at *Node) AddLease(l Lease) error {
+	if l.Node == at.Name || l.Subnet == at.Subnet {
+		return nil
+	}
+	gw := l.Subnet.Addr()
 	dev := at.VTEP.Name
-	if err := at.Host.ReplaceRoute(datapath.RouteSpec{Dst: to.Subnet, Via: gw, Dev: dev, OnLink: true}); err != nil {
+	if err := at.Host.ReplaceRoute(datapath.RouteSpec{Dst: l.Subnet, Via: gw, Dev: dev, OnLink: true}); err != nil {
 		return &Error{Node: at.Name, Msg: err.Error()}
 	}
-	if err := at.Host.SetNeigh(dev, gw, to.VTEP.MAC, datapath.NeighPermanent); err != nil {
+	if err := at.Host.SetNeigh(dev, gw, l.VtepMAC, datapath.NeighPermanent); err != nil {
 		return &Error{Node: at.Name, Msg: err.Error()}
 	}
-	if err := at.VTEP.VXLAN().AddFDB(to.VTEP.MAC, to.PublicIP); err != nil {
+	if err := at.VTEP.VXLAN().AddFDB(l.VtepMAC, l.PublicIP); err != nil {
 		return &Error{Node: at.Name, Msg: err.Error()}
 	}
 	return nil
+}
+
+// RemoveLease undoes AddLease when the lease's Node is deleted.
+func (at *Node) RemoveLease(l Lease) {
+	if l.Node == at.Name || l.Subnet == at.Subnet {
+		return
+	}
+	at.Host.Routes.Delete(l.Subnet, 0)
+	at.Host.DeleteNeigh(at.VTEP.Name, l.Subnet.Addr())
+	at.VTEP.VXLAN().DeleteFDB(l.VtepMAC)
 }
 
 // IPTablesRules are the iptables commands flanneld (with --ip-masq, as

@@ -1,0 +1,74 @@
+package sim
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubewalk/kubewalk/sim/flannel"
+)
+
+// flanneld is every node's flanneld with --kube-subnet-mgr as a watcher of
+// Node objects: a node's lease is its spec.podCIDR plus the annotations
+// its own flanneld wrote (VTEP MAC, public IP); each other flanneld
+// programs a route, a PERMANENT neighbour and an FDB entry for it when the
+// Node appears or its lease changes, and removes them when the Node is
+// deleted. It reacts on the watch event itself (flanneld's reaction time
+// is milliseconds).
+type flanneld struct {
+	leases map[string]flannel.Lease // node name → last lease seen
+	err    error
+}
+
+func (c *Cluster) watchFlannel() {
+	c.flannel = &flanneld{leases: map[string]flannel.Lease{}}
+	c.API.Watch("Node", func(ev watch.Event) {
+		no := ev.Object.(*corev1.Node)
+		old, had := c.flannel.leases[no.Name]
+		if ev.Type == watch.Deleted {
+			if had {
+				delete(c.flannel.leases, no.Name)
+				for _, n := range c.nodes {
+					if n.Flannel != nil {
+						n.Flannel.RemoveLease(old)
+					}
+				}
+			}
+			return
+		}
+		l, ok := flannel.LeaseFromNode(no.Name, no.Spec.PodCIDR, no.Annotations)
+		if !ok || (had && l == old) {
+			return
+		}
+		c.flannel.leases[no.Name] = l
+		for _, n := range c.nodes {
+			if n.Flannel == nil {
+				continue
+			}
+			if had {
+				n.Flannel.RemoveLease(old)
+			}
+			if err := n.Flannel.AddLease(l); err != nil && c.flannel.err == nil {
+				c.flannel.err = err
+			}
+		}
+	})
+}
+
+// startFlanneld is a node's flanneld starting: its informer lists the
+// Nodes there are (in name order) and programs every other lease.
+func (c *Cluster) startFlanneld(n *Node) error {
+	if n.Flannel == nil {
+		return nil
+	}
+	for _, o := range c.API.List("Node", "") {
+		no := o.(*corev1.Node)
+		if l, ok := flannel.LeaseFromNode(no.Name, no.Spec.PodCIDR, no.Annotations); ok {
+			if err := n.Flannel.AddLease(l); err != nil {
+				return err
+			}
+		}
+	}
+	err := c.flannel.err
+	c.flannel.err = nil
+	return err
+}
