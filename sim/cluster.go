@@ -233,6 +233,13 @@ type Node struct {
 	NFTRules *kubeproxy.NFTRules
 	// NFTables is the root namespace's nf_tables ruleset.
 	NFTables *nftables.NFTables
+	// ProxySyncError is the error of the node's last kube-proxy sync, nil
+	// when it succeeded: what kube-proxy logs as "Failed to execute
+	// iptables-restore", naming the line and rule. The rules of the last
+	// successful sync stay loaded. RestoreFailures counts failed syncs
+	// (sync_proxy_rules_iptables_restore_failures_total).
+	ProxySyncError  error
+	RestoreFailures int
 	// Netfilter and Conntrack are the root namespace's iptables tables and
 	// connection tracking table.
 	Netfilter *netfilter.Netfilter

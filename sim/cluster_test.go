@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
+	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/kubewalk/kubewalk/sim/packet"
 	"github.com/stretchr/testify/require"
 )
@@ -44,4 +47,61 @@ func TestContainerUDPPortEchoesOnlyWhenAsked(t *testing.T) {
 			require.Zero(t, got, "a container port is a silent listener unless it runs an echo server")
 		}
 	}
+}
+
+// TestFailedProxySyncIsReportedPerNode: on cka-w2 an administrator's nat
+// chains reach KUBE-SERVICES 11 jumps deep, so when a NodePort Service
+// adds KUBE-NODEPORTS -> KUBE-EXT -> KUBE-SVC -> KUBE-SEP -> KUBE-MARK-MASQ
+// below it, that node's iptables-restore is refused (nf_tables' jump
+// depth). As kube-proxy does, that node reports the failed restore with
+// the rule's line, keeps the rules it had, and retries after its sync
+// period; the other node is not held back. Before, the first failing node
+// stopped the sync of every node after it.
+func TestFailedProxySyncIsReportedPerNode(t *testing.T) {
+	c, err := NewCluster(DefaultConfig())
+	require.NoError(t, err)
+	for i, name := range []string{"n1", "n2"} {
+		_, err := c.AddNode(NodeSpec{Name: name, NICs: []NICSpec{{Name: "eth0", Segment: "lan",
+			Addr: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 1, byte(11 + i)}), 24), Gateway: netip.MustParseAddr("192.168.1.1")}}})
+		require.NoError(t, err)
+	}
+	for _, node := range []string{"n1", "n2"} {
+		_, err := c.AddPod(PodSpec{Namespace: "ns", Name: "web-" + node, Node: node, Labels: map[string]string{"app": "web"},
+			Containers: []Container{{Name: "web", Ports: []ContainerPort{{ContainerPort: 80}}}}})
+		require.NoError(t, err)
+	}
+	web := map[string]string{"app": "web"}
+	_, err = c.AddService(ServiceSpec{Selector: web, Service: kubeproxy.Service{Namespace: "ns", Name: "cip",
+		Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}})
+	require.NoError(t, err)
+
+	n1, n2 := c.Node("n1"), c.Node("n2")
+	nf := n2.Netfilter
+	for i := 1; i <= 10; i++ {
+		require.NoError(t, nf.Exec("nat", "-N", fmt.Sprintf("ADMIN%d", i)))
+	}
+	for i := 1; i < 10; i++ {
+		require.NoError(t, nf.Exec("nat", "-A", fmt.Sprintf("ADMIN%d", i), "-j", fmt.Sprintf("ADMIN%d", i+1)))
+	}
+	require.NoError(t, nf.Exec("nat", "-A", "ADMIN10", "-j", "KUBE-SERVICES"))
+	require.NoError(t, nf.Exec("nat", "-I", "PREROUTING", "1", "-j", "ADMIN1"))
+
+	_, err = c.AddService(ServiceSpec{Selector: web, Service: kubeproxy.Service{Namespace: "ns", Name: "np", Type: kubeproxy.ServiceTypeNodePort,
+		Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80), NodePort: 30080}}}})
+	require.Error(t, err, "the Cluster reports the failed sync")
+	require.Nil(t, n1.ProxySyncError)
+	require.Contains(t, n1.Netfilter.Save(netfilter.SaveOptions{}), `"ns/np" -m tcp --dport 30080`, "n1 synced")
+	require.ErrorContains(t, n2.ProxySyncError, "kube-proxy on n2: iptables-restore: line ")
+	require.ErrorContains(t, n2.ProxySyncError, "RULE_APPEND failed (Too many links)")
+	require.Equal(t, 1, n2.RestoreFailures)
+	saved := nf.Save(netfilter.SaveOptions{})
+	require.NotContains(t, saved, "ns/np", "nothing of the new sync is half-applied on n2")
+	require.Contains(t, saved, "ns/cip cluster IP", "n2 keeps the rules it had")
+
+	// The administrator removes the jump; kube-proxy's retry (its sync
+	// period later) succeeds.
+	require.NoError(t, nf.Exec("nat", "-D", "PREROUTING", "-j", "ADMIN1"))
+	require.NoError(t, c.RunFor(ProxySyncPeriod))
+	require.Nil(t, n2.ProxySyncError)
+	require.Contains(t, nf.Save(netfilter.SaveOptions{}), `"ns/np" -m tcp --dport 30080`)
 }

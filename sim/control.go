@@ -34,6 +34,10 @@ const (
 	// (default 1 s since v1.28): a change is synced at once when the last
 	// sync is at least this old, else when it will be.
 	ProxyMinSyncPeriod = time.Second
+	// ProxySyncPeriod is kube-proxy's --iptables-sync-period (30 s): a
+	// failed sync is logged and retried, as a full sync, after this long
+	// (syncProxyRules: proxier.syncRunner.RetryAfter(proxier.syncPeriod)).
+	ProxySyncPeriod = 30 * time.Second
 )
 
 // KubernetesVersion is the release whose components kubewalk models.
@@ -147,7 +151,12 @@ func (c *Cluster) queueProxySync() {
 func (c *Cluster) syncProxies(string) (controller.Result, error) {
 	c.cp.lastProxySync, c.cp.proxySynced = c.World.Now(), true
 	c.cp.proxyErr = c.Sync()
-	return controller.Result{}, c.cp.proxyErr
+	if c.cp.proxyErr != nil {
+		// kube-proxy logs "Failed to execute iptables-restore" and
+		// retries after its sync period; the rules already loaded stay.
+		return controller.Result{RequeueAfter: ProxySyncPeriod}, nil
+	}
+	return controller.Result{}, nil
 }
 
 // --- kubelet ----------------------------------------------------------------

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -168,10 +169,15 @@ func (c *Cluster) Sync() error {
 		}
 	}
 	snap := c.Snapshot()
+	// Every node's kube-proxy syncs on its own: one that fails keeps its
+	// previous rules and does not stop the others.
+	var errs []error
 	for _, n := range c.nodes {
-		if err := n.Proxier.Sync(snap); err != nil {
-			return err
+		n.ProxySyncError = n.Proxier.Sync(snap)
+		if n.ProxySyncError != nil {
+			n.RestoreFailures++
+			errs = append(errs, n.ProxySyncError)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
