@@ -30,6 +30,17 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// exitStatus ends a command that writes its output whatever happens, as
+// kubectl and a shell do: stdout, then stderr as the command wrote it
+// (kubectl's "No resources found", "Error from server (NotFound): ..."),
+// then the status.
+type exitStatus struct {
+	code   int
+	stderr string
+}
+
+func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
 // errHelp asks for help text on stdout and exit status 0.
 var errHelp = errors.New("help")
 
@@ -50,6 +61,9 @@ var commands = []command{
 	{"trace", "Walk a packet (TCP handshake, UDP datagram or ping) and show where it went", runTrace},
 	{"state", "Print a node's datapath state (ip addr/route/neigh, bridge fdb, ...)", runState},
 	{"export", "Write a shell script that builds the scenario in real network namespaces", runExport},
+	{"get", "List API objects as kubectl get does (nodes, pods, svc, ...; -o wide|yaml|json|name)", runGet},
+	{"describe", "Describe a node, pod or Service as kubectl describe does", runDescribe},
+	{"play", "Run a lab script (kubectl, sleep, trace, node NAME: CMD) in virtual time", runPlay},
 	{"version", "Print the version of kubewalk", runVersion},
 }
 
@@ -129,7 +143,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var out, help bytes.Buffer
 	err := c.run(args[1:], &out, &help)
+	var es *exitStatus
 	switch {
+	case errors.As(err, &es):
+		stdout.Write(out.Bytes())
+		io.WriteString(stderr, es.stderr)
+		return es.code
 	case errors.Is(err, errHelp):
 		stdout.Write(help.Bytes())
 		return 0
