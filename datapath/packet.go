@@ -47,8 +47,9 @@ type Packet struct {
 	// CsumValid is set when the transport checksums are known to be right
 	// because this simulation's stack computed them (skb->ip_summed
 	// CHECKSUM_PARTIAL or UNNECESSARY): receivers then skip verifying them,
-	// as Linux does across veths. Frames injected from a wire are verified.
-	// A stage that corrupts bytes must clear it.
+	// as Linux does across veths, and as a NIC with rx checksum offload
+	// does across a wire (it survives an underlay segment). Frames injected
+	// on a device are verified. A stage that corrupts bytes must clear it.
 	CsumValid bool
 	// CT is the conntrack entry this packet belongs to, or nil (skb->_nfct).
 	// It is set by the conntrack stage and read by NAT and the ctstate match.

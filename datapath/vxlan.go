@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/kubewalk/kubewalk/datapath/trace"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
@@ -185,11 +187,7 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	vx[4], vx[5], vx[6], vx[7] = byte(v.VNI>>16), byte(v.VNI>>8), byte(v.VNI), 0
 	u.SetChecksum(0)
 	seg := p.buf[p.head+EthHdrLen+20 : p.tail]
-	c := ^l4Checksum(header.IPv4(ipb), seg, header.UDPProtocolNumber)
-	if c == 0 {
-		c = 0xffff
-	}
-	u.SetChecksum(c)
+	u.SetChecksum(outerUDPChecksum(header.IPv4(ipb), seg, p.CsumValid))
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",
 			Action: trace.Encapsulated, Summary: Summarize(p.Frame()),
@@ -242,4 +240,70 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 			Detail: "vni " + itoa(int(vni)) + " from " + addrString([4]byte(ip[12:16]))})
 	}
 	w.e.ScheduleRx(0, v.dev, p)
+}
+
+// outerUDPChecksum is the outer UDP checksum of a VXLAN segment (UDP and
+// VXLAN headers, then the inner frame), 0xffff for a sum of zero as UDP
+// sends it. When the inner frame's checksums are known to be right (a
+// stack or an offloading NIC computed them: innerValid), the sum over the
+// inner frame follows from them without reading its payload, the way
+// udp_set_csum builds the outer checksum from the inner's partial sum
+// (local checksum offload, LCO): a valid inner IPv4 header sums to
+// 0xffff, and a valid inner TCP, UDP or ICMP segment sums to the
+// complement of its pseudo-header. The result is the same 16 bits as the
+// full sum; anything this does not cover (fragments, padding, a UDP
+// datagram without checksum, IP options past the frame) is summed in full.
+func outerUDPChecksum(outer header.IPv4, seg []byte, innerValid bool) uint16 {
+	x := header.PseudoHeaderChecksum(header.UDPProtocolNumber, tcpip.AddrFrom4([4]byte(outer[12:16])),
+		tcpip.AddrFrom4([4]byte(outer[16:20])), uint16(len(seg)))
+	var c uint16
+	if sum, ok := innerSum(seg[8+vxlanHdrLen:], innerValid); ok {
+		c = ^checksum.Combine(checksum.Checksum(seg[:8+vxlanHdrLen+EthHdrLen], x), sum)
+	} else {
+		c = ^checksum.Checksum(seg, x)
+	}
+	if c == 0 {
+		c = 0xffff
+	}
+	return c
+}
+
+// innerSum is the one's complement sum of an inner Ethernet frame after its
+// Ethernet header, derived from its valid checksums; ok is false when it
+// has to be summed in full.
+func innerSum(frame []byte, valid bool) (uint16, bool) {
+	if !valid || len(frame) < EthHdrLen+20 || frame[12] != 0x08 || frame[13] != 0x00 {
+		return 0, false
+	}
+	ip := header.IPv4(frame[EthHdrLen:])
+	ihl := int(ip[0]&0xf) * 4
+	if ip[0]>>4 != 4 || ihl < 20 || int(ip.TotalLength()) != len(ip) || ihl > len(ip) ||
+		ip.FragmentOffset() != 0 || ip.Flags()&header.IPv4FlagMoreFragments != 0 {
+		return 0, false
+	}
+	hsum := checksum.Checksum(ip[:ihl], 0)
+	if hsum != 0xffff {
+		return 0, false
+	}
+	l4 := ip[ihl:]
+	var proto tcpip.TransportProtocolNumber
+	switch ip.Protocol() {
+	case ProtoTCP:
+		if len(l4) < header.TCPMinimumSize {
+			return 0, false
+		}
+		proto = header.TCPProtocolNumber
+	case ProtoUDP:
+		if len(l4) < header.UDPMinimumSize || header.UDP(l4).Checksum() == 0 {
+			return 0, false
+		}
+		proto = header.UDPProtocolNumber
+	case ProtoICMP:
+		// A valid ICMP message sums to 0xffff on its own.
+		return checksum.Combine(hsum, 0xffff), len(l4) >= header.ICMPv4MinimumSize
+	default:
+		return 0, false
+	}
+	ph := header.PseudoHeaderChecksum(proto, tcpip.AddrFrom4([4]byte(ip[12:16])), tcpip.AddrFrom4([4]byte(ip[16:20])), uint16(len(l4)))
+	return checksum.Combine(hsum, ^ph), true
 }
