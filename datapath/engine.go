@@ -41,6 +41,12 @@ type Engine struct {
 	now   time.Duration
 	seq   uint64
 	queue []event // binary min-heap on (at, seq)
+	// fifo holds events scheduled with no delay, in sequence order, from
+	// fhead on: they are due now and after everything already queued, so
+	// they need no heap (most events of a walk are a device handing a
+	// frame to the next one at once). The order is still (time, sequence).
+	fifo  []event
+	fhead int
 	fg    int     // queued events that are not background
 	rng   *rand.Rand
 	Pool  Pool
@@ -92,6 +98,10 @@ func (e *Engine) push(ev event) {
 	if !ev.bg {
 		e.fg++
 	}
+	if ev.at == e.now {
+		e.fifo = append(e.fifo, ev)
+		return
+	}
 	e.queue = append(e.queue, ev)
 	i := len(e.queue) - 1
 	for i > 0 {
@@ -110,6 +120,47 @@ func (e *Engine) less(i, j int) bool {
 		return a.at < b.at
 	}
 	return a.seq < b.seq
+}
+
+// fifoFirst reports whether the next event is the fifo's head rather than
+// the heap's top.
+func (e *Engine) fifoFirst() bool {
+	if e.fhead == len(e.fifo) {
+		return false
+	}
+	if len(e.queue) == 0 {
+		return true
+	}
+	f, h := &e.fifo[e.fhead], &e.queue[0]
+	if f.at != h.at {
+		return f.at < h.at
+	}
+	return f.seq < h.seq
+}
+
+// next removes and returns the next event in (time, sequence) order.
+func (e *Engine) next() event {
+	if !e.fifoFirst() {
+		return e.pop()
+	}
+	ev := e.fifo[e.fhead]
+	e.fifo[e.fhead] = event{}
+	e.fhead++
+	if e.fhead == len(e.fifo) {
+		e.fifo, e.fhead = e.fifo[:0], 0
+	}
+	if !ev.bg {
+		e.fg--
+	}
+	return ev
+}
+
+// peekAt is the time of the next event; the queue must not be empty.
+func (e *Engine) peekAt() time.Duration {
+	if e.fifoFirst() {
+		return e.fifo[e.fhead].at
+	}
+	return e.queue[0].at
 }
 
 func (e *Engine) pop() event {
@@ -142,14 +193,14 @@ func (e *Engine) pop() event {
 }
 
 // Pending is the number of queued events.
-func (e *Engine) Pending() int { return len(e.queue) }
+func (e *Engine) Pending() int { return len(e.queue) + len(e.fifo) - e.fhead }
 
 // NextAt is the time of the next event and whether there is one.
 func (e *Engine) NextAt() (time.Duration, bool) {
-	if len(e.queue) == 0 {
+	if e.Pending() == 0 {
 		return 0, false
 	}
-	return e.queue[0].at, true
+	return e.peekAt(), true
 }
 
 // ScheduleRx makes dev receive p after delay.
@@ -181,10 +232,10 @@ func (e *Engine) Idle() bool { return e.fg == 0 }
 
 // Step runs the next event. It returns false when the queue is empty.
 func (e *Engine) Step() bool {
-	if len(e.queue) == 0 {
+	if e.Pending() == 0 {
 		return false
 	}
-	ev := e.pop()
+	ev := e.next()
 	if ev.at > e.now {
 		e.now = ev.at
 	}
@@ -224,8 +275,8 @@ func (e *Engine) RunUntil(until time.Duration) error {
 		limit = 1_000_000
 	}
 	n := 0
-	for len(e.queue) > 0 {
-		if until >= 0 && e.queue[0].at > until {
+	for e.Pending() > 0 {
+		if until >= 0 && e.peekAt() > until {
 			break
 		}
 		if until < 0 && e.fg == 0 {
