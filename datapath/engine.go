@@ -47,7 +47,7 @@ type Engine struct {
 	// frame to the next one at once). The order is still (time, sequence).
 	fifo  []event
 	fhead int
-	fg    int     // queued events that are not background
+	fg    int // queued events that are not background
 	rng   *rand.Rand
 	Pool  Pool
 
