@@ -152,6 +152,13 @@ func (ns *Netns) selectAddr(dev *Device, dst [4]byte, scope route.Scope) ([4]byt
 	return [4]byte{}, false
 }
 
+// SelectAddr is inet_select_addr(dev, dst, scope) for callers outside the
+// stack: MASQUERADE uses it with the next hop and RT_SCOPE_UNIVERSE
+// (nf_nat_masquerade_ipv4). It returns false when no address qualifies.
+func (ns *Netns) SelectAddr(dev *Device, dst [4]byte, scope route.Scope) ([4]byte, bool) {
+	return ns.selectAddr(dev, dst, scope)
+}
+
 // primaryFor returns the primary address that covers the local address a:
 // a itself, or for a secondary address the primary of its subnet (the
 // preferred source of its local route).

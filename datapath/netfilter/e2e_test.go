@@ -565,3 +565,28 @@ func TestExecAndCheck(t *testing.T) {
 	assert.Contains(t, pe.Msg, "Too many links")
 	assert.True(t, strings.HasPrefix(nf.Save(SaveOptions{}), "*nat\n"))
 }
+
+// TestMasqueradeOutOfDeviceWithoutAddress: MASQUERADE out a device with no
+// address takes another device's (inet_select_addr's fallback), as Linux
+// 6.18 does in a namespace (checked with conntrack -L: reply dst 10.0.1.1);
+// before, the packet was dropped.
+func TestMasqueradeOutOfDeviceWithoutAddress(t *testing.T) {
+	tp := newTopo(t, conntrack.Config{})
+	far := tp.e.NewNetns("node", "far")
+	h3, f0, err := tp.host.AddVeth("h3", far, "eth0")
+	require.NoError(t, err)
+	h3.SetUp(true)
+	f0.SetUp(true)
+	require.NoError(t, far.AddAddr("eth0", pfx("10.0.3.2/24")))
+	require.NoError(t, far.AddRoute(datapath.RouteSpec{Dst: pfx("0.0.0.0/0"), Dev: "eth0"}))
+	require.NoError(t, tp.host.AddRoute(datapath.RouteSpec{Dst: pfx("10.0.3.0/24"), Dev: "h3"}))
+	tp.restore(t, "*nat\n-A POSTROUTING -o h3 -j MASQUERADE\nCOMMIT\n")
+	srv, err := far.ListenUDP(9, false)
+	require.NoError(t, err)
+	send(t, tp.client, udpPacket(ipClient, [4]byte{10, 0, 3, 2}, 40000, 9, []byte("x")), nil)
+	require.NoError(t, tp.e.Run())
+	require.Equal(t, 1, srv.Received)
+	es := tp.ct.List()
+	require.Len(t, es, 1)
+	require.Equal(t, [4]byte{10, 0, 1, 1}, es[0].Reply.Dst, "h1's address, the first device with one")
+}

@@ -24,6 +24,7 @@ package netfilter
 import (
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
+	"github.com/kubewalk/kubewalk/datapath/route"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 )
 
@@ -407,8 +408,8 @@ func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
 
 // masquerade is nf_nat_masquerade_ipv4: SNAT to the address the out device
 // would use toward the next hop (inet_select_addr), with the rule's port
-// range and flags. It fails, dropping the packet, if the device has no
-// address.
+// range and flags. It fails, dropping the packet, if no device has an
+// address to use.
 func (nf *Netfilter) masquerade(c *evalCtx, tg *target) bool {
 	if c.ct == nil {
 		return true
@@ -417,33 +418,13 @@ func (nf *Netfilter) masquerade(c *evalCtx, tg *target) bool {
 	if out == nil {
 		return false
 	}
-	nh := be32(c.p.NextHop[:])
-	var first [4]byte
-	found, have := false, false
-	var src [4]byte
-	for _, a := range nf.ns.Addrs() {
-		if a.Dev != out || !a.Prefix.Addr().Is4() {
-			continue
-		}
-		a4 := a.Prefix.Addr().As4()
-		if !have {
-			first, have = a4, true
-		}
-		bits := a.Prefix.Bits()
-		mask := uint32(0)
-		if bits > 0 {
-			mask = ^uint32(0) << (32 - bits)
-		}
-		if be32(a4[:])&mask == nh&mask {
-			src, found = a4, true
-			break
-		}
-	}
-	if !found {
-		if !have {
-			return false
-		}
-		src = first
+	// inet_select_addr(out, nexthop, RT_SCOPE_UNIVERSE): an address of
+	// the out device in the next hop's subnet, else its first primary
+	// address, else another device's; none at all drops ("ate my IP
+	// address").
+	src, ok := nf.ns.SelectAddr(out, c.p.NextHop, route.ScopeUniverse)
+	if !ok {
+		return false
 	}
 	r := tg.nat
 	r.Flags |= conntrack.MapIPs
