@@ -95,7 +95,8 @@ type Cluster struct {
 	started    map[string]time.Duration // pod key → when its sandbox is up
 	advertised bool
 	flannel    *flanneld
-	podErrs    map[string]error // pod key → why the kubelet could not start it
+	stopping   map[string]time.Duration // pod key → when its containers have stopped
+	podErrs    map[string]error         // pod key → why the kubelet could not start it
 	externals  []*Host
 	segments   []*datapath.Segment
 	cidrs      *nodeipam.CIDRSet
@@ -139,7 +140,7 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, &ConfigError{Object: "cluster", Field: "clusterCIDR", Msg: err.Error()}
 	}
-	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs, started: map[string]time.Duration{}, podErrs: map[string]error{}}
+	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs, started: map[string]time.Duration{}, podErrs: map[string]error{}, stopping: map[string]time.Duration{}}
 	if err := c.startControlPlane(); err != nil {
 		return nil, &ConfigError{Object: "cluster", Msg: err.Error()}
 	}
@@ -497,7 +498,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 	p := c.Pod(spec.Namespace, spec.Name)
 	if p == nil {
 		perr := c.podError(spec.Namespace, spec.Name)
-		_ = c.API.Delete("Pod", spec.Namespace, spec.Name)
+		_ = c.API.DeleteNow("Pod", spec.Namespace, spec.Name)
 		delete(c.started, spec.Namespace+"/"+spec.Name)
 		if err := c.Settle(); err != nil {
 			return nil, err

@@ -30,6 +30,11 @@ const (
 	// PodRetryBackoff is the kubelet pod worker's backoff after a failed
 	// sync (a sandbox the network plugin could not set up): 10 s.
 	PodRetryBackoff = 10 * time.Second
+	// PodStopDelay is how long a deleted pod stays Terminating on its
+	// node: its containers exit on SIGTERM (nginx and busybox do at
+	// once), then the kubelet stops the sandbox, runs the CNI DEL and
+	// deletes the pod object. Modelled, not measured.
+	PodStopDelay = time.Second
 	// ProxyMinSyncPeriod is kube-proxy's --iptables-min-sync-period
 	// (default 1 s since v1.28): a change is synced at once when the last
 	// sync is at least this old, else when it will be.
@@ -292,6 +297,23 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 		return controller.Result{}, nil
 	}
 	pod := o.(*corev1.Pod)
+	if pod.DeletionTimestamp != nil {
+		// Terminating: stop the containers, then confirm the deletion.
+		if c.stopping[key] == 0 {
+			c.stopping[key] = c.World.Now() + PodStopDelay
+			delete(c.started, key)
+			return controller.Result{}, c.requeuePod(key, PodStopDelay)
+		}
+		if c.World.Now() < c.stopping[key] {
+			return controller.Result{}, c.requeuePod(key, c.stopping[key]-c.World.Now())
+		}
+		delete(c.stopping, key)
+		if running != nil {
+			c.killPod(running)
+		}
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Killing", "Stopping container "+containerNames(pod))
+		return controller.Result{}, c.API.DeleteNow("Pod", ns, name)
+	}
 	if running != nil || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return controller.Result{}, nil
 	}

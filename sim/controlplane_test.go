@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -246,4 +247,40 @@ func TestFlanneldWatchesNodes(t *testing.T) {
 	require.NotContains(t, w1.Host.IPRoute(), "10.244.2.0/24")
 	require.NotContains(t, w1.Host.IPNeigh(""), w2mac)
 	require.Contains(t, w1.Host.IPRoute(), "10.244.0.0/24 via 10.244.0.0 dev flannel.1 onlink", "cp1's lease stays")
+}
+
+// TestPodDeletionIsGraceful: a deleted pod bound to a node is Terminating
+// (deletionTimestamp set, its endpoint terminating and not ready) until its
+// kubelet has stopped it; a ReplicaSet replaces it at once.
+func TestPodDeletionIsGraceful(t *testing.T) {
+	c := threeNodes(t, 0)
+	one := int32(1)
+	require.NoError(t, c.Apply(&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: pod("x", nil).Spec}}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Port: 80}}}}))
+	require.NoError(t, c.Settle())
+	old := c.API.List("Pod", "default")[0].GetName()
+	require.NoError(t, c.Delete("Pod", "default", old))
+	require.NoError(t, c.RunFor(100*time.Millisecond))
+	p := getPod(t, c, old)
+	require.NotNil(t, p.DeletionTimestamp, "Terminating")
+	require.Equal(t, int64(30), *p.DeletionGracePeriodSeconds)
+	require.NotNil(t, c.Pod("default", old), "its sandbox still runs")
+	var terminating []bool
+	for _, o := range c.API.List("EndpointSlice", "default") {
+		for _, ep := range o.(*discoveryv1.EndpointSlice).Endpoints {
+			if ep.TargetRef != nil && ep.TargetRef.Name == old {
+				terminating = append(terminating, *ep.Conditions.Terminating, *ep.Conditions.Ready)
+			}
+		}
+	}
+	require.Equal(t, []bool{true, false}, terminating, "terminating, not ready")
+	require.Len(t, c.API.List("Pod", "default"), 2, "the replacement exists while the old pod terminates")
+	require.NoError(t, c.Settle())
+	_, err := c.API.Get("Pod", "default", old)
+	require.True(t, IsNotFound(err), "the kubelet confirmed the deletion")
+	require.Nil(t, c.Pod("default", old))
+	require.Len(t, c.API.List("Pod", "default"), 1)
 }

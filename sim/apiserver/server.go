@@ -372,8 +372,43 @@ func (s *Server) update(obj Object, status bool) (Object, error) {
 
 // Delete removes the object and delivers its last state to watchers.
 // Deleting a Namespace deletes everything in it first (the namespace
-// controller's work, done at once).
+// controller's work, done at once). A Pod bound to a node is deleted
+// gracefully, as with kubectl's default: it gets deletionTimestamp (now
+// plus its terminationGracePeriodSeconds) and stays, Terminating, until
+// its kubelet has stopped it and deletes it for good with DeleteNow.
 func (s *Server) Delete(kind, namespace, name string) error {
+	if kind == "Pod" {
+		if namespace == "" {
+			namespace = metav1.NamespaceDefault
+		}
+		if o, ok := s.objs[kind][key(namespace, name)]; ok {
+			p := o.(*corev1.Pod)
+			if p.DeletionTimestamp != nil {
+				return nil // already terminating
+			}
+			grace := int64(30)
+			if p.Spec.TerminationGracePeriodSeconds != nil {
+				grace = *p.Spec.TerminationGracePeriodSeconds
+			}
+			if p.Spec.NodeName != "" && grace > 0 {
+				c := p.DeepCopy()
+				t := metav1.NewTime(s.Now().Add(time.Duration(grace) * time.Second))
+				c.DeletionTimestamp = &t
+				c.DeletionGracePeriodSeconds = &grace
+				k, _ := LookupKind(kind)
+				s.store(k, c)
+				s.notify(kind, watch.Modified, c.DeepCopyObject().(Object))
+				return nil
+			}
+		}
+	}
+	return s.DeleteNow(kind, namespace, name)
+}
+
+// DeleteNow removes the object at once (grace period 0: the kubelet's
+// final delete of a stopped pod, or kubectl delete --grace-period=0
+// --force).
+func (s *Server) DeleteNow(kind, namespace, name string) error {
 	k, err := s.kind(kind)
 	if err != nil {
 		return err
@@ -397,7 +432,7 @@ func (s *Server) Delete(kind, namespace, name string) error {
 				continue
 			}
 			for _, o := range s.List(kk.Name, name) {
-				if err := s.Delete(kk.Name, name, o.GetName()); err != nil {
+				if err := s.DeleteNow(kk.Name, name, o.GetName()); err != nil {
 					return err
 				}
 			}
