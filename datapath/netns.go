@@ -407,7 +407,7 @@ func (ns *Netns) ipReceive(w *Walk, dev *Device, p *Packet) {
 	if p.brPrerouted {
 		// ip_sabotage_in: br_netfilter already ran PREROUTING in the bridge.
 		p.brPrerouted = false
-	} else if !ns.runHook(w, Prerouting, p, dev) {
+	} else if p.PhysIn = nil; !ns.runHook(w, Prerouting, p, dev) {
 		return
 	}
 	ns.routeInput(w, dev, p)
@@ -492,6 +492,7 @@ func decTTL(ip header.IPv4) {
 func (ns *Netns) output(w *Walk, p *Packet) {
 	p.Local = true
 	p.InDev = nil
+	p.PhysIn = nil
 	if !ns.routeOutput(w, p) {
 		return
 	}
@@ -578,6 +579,7 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 	}
 	port := p.InDev
 	p.InDev = b.dev
+	p.PhysIn = port
 	before := [4]byte(p.IPv4()[16:20])
 	if !ns.runHook(w, Prerouting, p, b.dev) {
 		return false

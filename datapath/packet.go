@@ -54,6 +54,10 @@ type Packet struct {
 	// CT is the conntrack entry this packet belongs to, or nil (skb->_nfct).
 	// It is set by the conntrack stage and read by NAT and the ctstate match.
 	CT CTRef
+	// PhysIn is the bridge port a frame entered on when br_netfilter ran
+	// its hooks (nf_bridge->physindev), read by `-m physdev`; nil for
+	// frames that did not come through a bridge.
+	PhysIn *Device
 
 	// brPrerouted marks a frame br_netfilter already ran PREROUTING for, so
 	// ip_rcv skips it; bridgedDNAT marks one br_netfilter DNATed onto the

@@ -24,6 +24,7 @@ package netfilter
 import (
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
+	"github.com/kubewalk/kubewalk/datapath/ipset"
 	"github.com/kubewalk/kubewalk/datapath/route"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 )
@@ -119,6 +120,7 @@ type Netfilter struct {
 	tables map[string]*Table
 	order  []string // tables in the order they were first loaded
 	recent map[string]*recentTable
+	sets   *ipset.Registry
 	// Evaluations counts rules evaluated (matched or not) over all packets:
 	// divide by packets for rules/packet.
 	Evaluations uint64

@@ -467,6 +467,10 @@ func (rp *ruleParser) newMatch(name string) (match, error) {
 		return &multiportMatch{}, nil
 	case "recent":
 		return &recentMatch{name_: "DEFAULT", mask: 0xffffffff, nf: rp.nf}, nil
+	case "set":
+		return &setMatch{nf: rp.nf}, nil
+	case "physdev":
+		return &physdevMatch{}, nil
 	}
 	return nil, errorf("Couldn't load match `%s':No such file or directory", name)
 }
