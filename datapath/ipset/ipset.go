@@ -588,7 +588,9 @@ func netString(a [4]byte, bits uint8) string {
 	return addr(a) + "/" + strconv.Itoa(int(bits))
 }
 
-func be(a [4]byte) uint32 { return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]) }
+func be(a [4]byte) uint32 {
+	return uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+}
 
 // members returns the members sorted: addresses numerically, then
 // protocol, port, second address and prefix length.
