@@ -16,6 +16,10 @@ const (
 	KindBridge
 	KindNIC // a physical-like Ethernet NIC attached to an underlay Segment
 	KindVXLAN
+	// KindDummy is a dummy device (drivers/net/dummy.c): NOARP, no
+	// queue, everything sent to it vanishes. kube-proxy's IPVS mode
+	// holds every Service address on one (kube-ipvs0), left down.
+	KindDummy
 )
 
 // String implements fmt.Stringer.
@@ -31,6 +35,8 @@ func (k DeviceKind) String() string {
 		return "ether"
 	case KindVXLAN:
 		return "vxlan"
+	case KindDummy:
+		return "dummy"
 	}
 	return "unknown"
 }

@@ -18,6 +18,10 @@ func (d *Device) flags() string {
 		return "<LOOPBACK,UP,LOWER_UP>"
 	case d.Kind == KindLoopback:
 		return "<LOOPBACK>"
+	case d.Kind == KindDummy && d.up:
+		return "<BROADCAST,NOARP,UP,LOWER_UP>"
+	case d.Kind == KindDummy:
+		return "<BROADCAST,NOARP>"
 	case d.up:
 		return "<BROADCAST,MULTICAST,UP,LOWER_UP>"
 	}
@@ -65,7 +69,13 @@ func (d *Device) linkHeader(mode bool) string {
 	if mode {
 		b.WriteString(" mode DEFAULT")
 	}
-	b.WriteString(" group default qlen 1000")
+	b.WriteString(" group default ")
+	if d.Kind != KindDummy {
+		// A dummy device made over netlink with IFLA_TXQLEN 0 (as
+		// kube-proxy makes kube-ipvs0) has no queue length, which ip
+		// omits ("group %s " then "qlen %d" only when non-zero).
+		b.WriteString("qlen 1000")
+	}
 	return b.String() + netnsid
 }
 
@@ -124,7 +134,11 @@ func (ns *Netns) IPLink(name string, detail bool) string {
 	if !detail {
 		return b.String() + "\n"
 	}
-	b.WriteString(" promiscuity 0  allmulti 0 minmtu 68 maxmtu 65535 \n")
+	if d.Kind == KindDummy {
+		b.WriteString(" promiscuity 0  allmulti 0 minmtu 0 maxmtu 0 \n    dummy ")
+	} else {
+		b.WriteString(" promiscuity 0  allmulti 0 minmtu 68 maxmtu 65535 \n")
+	}
 	switch d.Kind {
 	case KindVXLAN:
 		v := d.vx

@@ -146,6 +146,37 @@ func (ns *Netns) AddNIC(name string, mac MAC, mtu int) (*Device, error) {
 	return ns.addDevice(name, KindNIC, mac, mtu)
 }
 
+// AddDummy creates a dummy device (`ip link add NAME type dummy`) with a
+// random MAC, MTU 1500, down. Addresses on it are local addresses of the
+// namespace even while it is down (fib_add_ifaddr adds the local route
+// before checking IFF_UP), which is how kube-ipvs0 makes ClusterIPs local.
+func (ns *Netns) AddDummy(name string) (*Device, error) {
+	return ns.addDevice(name, KindDummy, RandomMAC(ns.e.rng), 1500)
+}
+
+// DeleteAddr removes an address from a device (`ip addr del A/N dev D`),
+// with its local entry.
+func (ns *Netns) DeleteAddr(dev string, p netip.Prefix) error {
+	d := ns.byName[dev]
+	if d == nil {
+		return &ConfigError{Op: "delete address", Object: dev, Reason: "Cannot find device"}
+	}
+	for i, a := range ns.addrs {
+		if a.Dev == d && a.Prefix == p {
+			ns.addrs = append(ns.addrs[:i], ns.addrs[i+1:]...)
+			a4 := p.Addr().As4()
+			delete(ns.local, a4)
+			for _, o := range ns.addrs {
+				if o.Prefix.Addr().As4() == a4 {
+					ns.local[a4] = o.Dev
+				}
+			}
+			return nil
+		}
+	}
+	return &ConfigError{Op: "delete address", Object: p.String(), Reason: "RTNETLINK answers: Cannot assign requested address"}
+}
+
 // SetMaster enslaves port to bridge (`ip link set dev P master B`). The
 // port's own MAC becomes a permanent local FDB entry.
 func (ns *Netns) SetMaster(port, bridgeName string) error {
@@ -504,6 +535,29 @@ func (ns *Netns) output(w *Walk, p *Packet) {
 		return
 	}
 	ns.postrouting(w, p)
+}
+
+// LocalOut sends on a packet a hook stage rewrote and took over, the way
+// IPVS transmits a scheduled packet (ip_vs_nat_send_or_cont:
+// NF_HOOK(LOCAL_OUT) then dst_output): route its destination, run the
+// OUTPUT hook from the start, then POSTROUTING and the neighbour layer.
+// The stage that calls it must return Stolen. It reports false, having
+// dropped p, when there is no route.
+func (ns *Netns) LocalOut(w *Walk, p *Packet) bool {
+	local := p.Local
+	if !ns.routeOutput(w, p) {
+		return false
+	}
+	p.Local = local
+	dst := [4]byte(p.IPv4()[16:20])
+	if !ns.runHook(w, Output, p, nil) {
+		return true
+	}
+	if [4]byte(p.IPv4()[16:20]) != dst && !ns.routeOutput(w, p) {
+		return true
+	}
+	ns.postrouting(w, p)
+	return true
 }
 
 // sendLocal is the output event: a packet handed to the namespace from

@@ -58,6 +58,10 @@ type Packet struct {
 	// its hooks (nf_bridge->physindev), read by `-m physdev`; nil for
 	// frames that did not come through a bridge.
 	PhysIn *Device
+	// IPVSProperty marks a packet IPVS has already translated
+	// (skb->ipvs_property), so IPVS's hooks leave it alone when it runs
+	// through LOCAL_OUT again.
+	IPVSProperty bool
 
 	// brPrerouted marks a frame br_netfilter already ran PREROUTING for, so
 	// ip_rcv skips it; bridgedDNAT marks one br_netfilter DNATed onto the
@@ -224,6 +228,8 @@ func (p *Packet) SetMACs(src, dst MAC) {
 func (p *Packet) scrub() {
 	p.CT = CTRef{}
 	p.Mark = 0
+	p.IPVSProperty = false
+	p.PhysIn = nil
 }
 
 // setNeighMACs fills in the Ethernet addresses the neighbour layer chose,

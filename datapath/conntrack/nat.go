@@ -424,3 +424,22 @@ func csumReplace(c, old, new []byte) {
 	r := ^uint16(sum)
 	c[0], c[1] = byte(r>>8), byte(r)
 }
+
+// Rewrite rewrites the source (ManipSrc) or destination (ManipDst) address
+// and port of the IPv4 packet ip to those of target, updating the header
+// and TCP/UDP checksums incrementally, as nf_nat_ipv4_manip_pkt does. It is
+// for translators outside nf_nat (IPVS's dnat and snat handlers); it
+// reports whether anything changed.
+func Rewrite(ip []byte, target Tuple, m Manip) bool { return manipIP(ip, target, m) }
+
+// AlterReply replaces the reply tuple of a connection not yet confirmed
+// (nf_conntrack_alter_reply), so that replies from a new peer are
+// recognised: IPVS does this for the connections it schedules when
+// net.ipv4.vs.conntrack=1 (ip_vs_update_conntrack). It does nothing for a
+// confirmed connection.
+func (e *Entry) AlterReply(t Tuple) {
+	if e.Status&StatusConfirmed != 0 {
+		return
+	}
+	e.Reply = t
+}
