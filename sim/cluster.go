@@ -44,6 +44,11 @@ type Config struct {
 	// ConfigMap's `mode`): "" (iptables on Linux), "iptables", "nftables"
 	// or "ipvs". Other values are kube-proxy's validation error.
 	ProxyMode kubeproxy.Mode
+	// IPVSScheduler is the kube-proxy ConfigMap's ipvs.scheduler for
+	// ProxyMode ipvs: "" (rr) or one kube-proxy accepts (rr, wrr, lc, wlc,
+	// lblc, lblcr, sh, dh, sed, nq); others are kube-proxy's validation
+	// error when a node's kube-proxy starts.
+	IPVSScheduler string
 }
 
 // DefaultConfig is a kubeadm cluster with flannel: 10.244.0.0/16 split in

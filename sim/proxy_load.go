@@ -17,6 +17,8 @@ func (c *Cluster) newProxier(n *Node) (kubeproxy.Proxier, error) {
 		return &iptablesProxier{c: c, n: n}, nil
 	case kubeproxy.ModeNFTables:
 		return &nftablesProxier{c: c, n: n}, nil
+	case kubeproxy.ModeIPVS:
+		return c.newIPVSProxier(n)
 	}
 	return nil, fmt.Errorf("proxy mode %q is not modelled yet", c.Config.ProxyMode)
 }

@@ -661,6 +661,16 @@ func (s *Set) memberLine(m *member) string {
 	return line
 }
 
+// Entries returns the members as `ipset add` takes them, in listing order.
+func (s *Set) Entries() []string {
+	ms := s.members()
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = s.format(m.e)
+	}
+	return out
+}
+
 // List is `ipset list NAME`.
 func (s *Set) List() string {
 	var b strings.Builder

@@ -161,12 +161,15 @@ type IPVS struct {
 	conns    []*Conn // creation order, for listings; compacted lazily
 	timeouts Timeouts
 	nextID   uint64
-	// Conntrack is net.ipv4.vs.conntrack: keep conntrack entries for IPVS
-	// connections and alter their reply tuple. kube-proxy sets it to 1.
+	// Conntrack is net.ipv4.vs.conntrack (default 0): keep conntrack
+	// entries for IPVS connections and alter their reply tuple, so
+	// iptables NAT can act on them. kube-proxy sets it to 1; with 0 the
+	// kernel marks the packets untracked, which kubewalk does not model
+	// beyond leaving the reply tuple alone.
 	Conntrack bool
-	// ExpireNoDestConn is net.ipv4.vs.expire_nodest_conn: drop a packet
-	// whose real server was removed and expire its connection (1 under
-	// kube-proxy).
+	// ExpireNoDestConn is net.ipv4.vs.expire_nodest_conn (default 0): drop
+	// a packet whose real server was removed and expire its connection.
+	// kube-proxy sets it to 1.
 	ExpireNoDestConn bool
 	// Lookups counts connection-table and service-table lookups, for
 	// benchmarks (lookups per packet).
@@ -185,7 +188,7 @@ const (
 // package documentation). ct is the namespace's conntrack table.
 func Install(ns *datapath.Netns, ct *conntrack.Table) *IPVS {
 	v := &IPVS{ns: ns, ct: ct, svcs: map[svcKey]*Service{}, in: map[connKey]*Conn{}, out: map[connKey]*Conn{},
-		tmpl: map[connKey]*Conn{}, timeouts: DefaultTimeouts(), Conntrack: true, ExpireNoDestConn: true}
+		tmpl: map[connKey]*Conn{}, timeouts: DefaultTimeouts()}
 	v.inStage = hookStage{v: v, request: true}
 	v.outStage = hookStage{v: v}
 	ns.AddHookStage(datapath.Input, StageOut, datapath.PriorityNATSrc-2, &v.outStage)
@@ -444,3 +447,16 @@ func (v *IPVS) SetTimeouts(tcp, tcpFin, udp time.Duration) {
 
 // Timeouts returns the current timeouts.
 func (v *IPVS) Timeouts() Timeouts { return v.timeouts }
+
+// Virtual returns the virtual address and port of the connection a packet
+// IPVS translated belongs to: a request after DNAT (client to real server)
+// is looked up the way xt_ipvs does (conn_out_get on the inverted header).
+// It is what `-m ipvs --vaddr/--vport` matches against (see
+// netfilter.UseIPVS).
+func (v *IPVS) Virtual(proto uint8, src, dst [4]byte, sport, dport uint16) ([4]byte, uint16, bool) {
+	c := v.lookup(v.out, connKey{proto, dst, src, dport, sport})
+	if c == nil {
+		return [4]byte{}, 0, false
+	}
+	return c.VAddr, c.VPort, true
+}

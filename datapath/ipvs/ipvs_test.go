@@ -55,6 +55,7 @@ func newTopo(t testing.TB) *topo {
 	require.NoError(t, tp.dir.AddAddr("kube-ipvs0", netip.PrefixFrom(vip, 32)))
 	tp.ct = conntrack.Install(tp.dir, conntrack.Config{})
 	tp.v = Install(tp.dir, tp.ct)
+	tp.v.Conntrack, tp.v.ExpireNoDestConn = true, true // as kube-proxy sets them
 	return tp
 }
 

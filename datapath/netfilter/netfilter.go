@@ -121,6 +121,7 @@ type Netfilter struct {
 	order  []string // tables in the order they were first loaded
 	recent map[string]*recentTable
 	sets   *ipset.Registry
+	ipvs   IPVSLookup
 	// Evaluations counts rules evaluated (matched or not) over all packets:
 	// divide by packets for rules/packet.
 	Evaluations uint64

@@ -471,6 +471,8 @@ func (rp *ruleParser) newMatch(name string) (match, error) {
 		return &setMatch{nf: rp.nf}, nil
 	case "physdev":
 		return &physdevMatch{}, nil
+	case "ipvs":
+		return &ipvsMatch{nf: rp.nf}, nil
 	}
 	return nil, errorf("Couldn't load match `%s':No such file or directory", name)
 }
