@@ -70,59 +70,74 @@ func TestFlows(t *testing.T) {
 		want           string
 		// nft, when set, is the outcome in nftables mode where it differs.
 		nft string
+		// ipvs, when set, is the outcome in IPVS mode where kube-proxy's
+		// IPVS proxier really behaves otherwise.
+		ipvs string
 	}{
 		// ClusterIP
-		{"pod to ClusterIP", "client", "web", 80, "tcp", both, ""},
-		{"pod on other node to ClusterIP", "client-2", "web", 80, "tcp", both, ""},
-		{"node to ClusterIP is masqueraded", "cka-w1", "web", 80, "tcp", bothMasq, ""},
-		{"control-plane node to ClusterIP", "cka-cp1", "web", 80, "tcp", bothMasq, ""},
+		{"pod to ClusterIP", "client", "web", 80, "tcp", both, "", ""},
+		{"pod on other node to ClusterIP", "client-2", "web", 80, "tcp", both, "", ""},
+		{"node to ClusterIP is masqueraded", "cka-w1", "web", 80, "tcp", bothMasq, "", ""},
+		{"control-plane node to ClusterIP", "cka-cp1", "web", 80, "tcp", bothMasq, "", ""},
 		// A node's own connection to a pod leaves from the address of the
 		// route's device (flannel.1's 10.244.N.0, cni0's 10.244.N.1): no NAT.
-		{"node to a pod on another node is not masqueraded", "cka-w1", "web-2", 80, "tcp", "10.244.2.2:80", ""},
-		{"node to a pod on the same node is not masqueraded", "cka-w1", "web-1", 80, "tcp", "10.244.1.3:80", ""},
-		{"node to a remote pod over UDP", "cka-w1", "web-2", 5353, "udp", "10.244.2.2:5353", ""},
-		{"outside to ClusterIP via a route is masqueraded", "outside", "web", 80, "tcp", bothMasq, ""},
-		{"hairpin: endpoint to its own Service", "web-1", "web", 80, "tcp", "10.244.1.3:80 (masq), 10.244.2.2:80", ""},
-		{"UDP ClusterIP", "client", "web-udp", 53, "udp", "10.244.1.3:5353, 10.244.2.2:5353", ""},
+		{"node to a pod on another node is not masqueraded", "cka-w1", "web-2", 80, "tcp", "10.244.2.2:80", "", ""},
+		{"node to a pod on the same node is not masqueraded", "cka-w1", "web-1", 80, "tcp", "10.244.1.3:80", "", ""},
+		{"node to a remote pod over UDP", "cka-w1", "web-2", 5353, "udp", "10.244.2.2:5353", "", ""},
+		{"outside to ClusterIP via a route is masqueraded", "outside", "web", 80, "tcp", bothMasq, "", ""},
+		{"hairpin: endpoint to its own Service", "web-1", "web", 80, "tcp", "10.244.1.3:80 (masq), 10.244.2.2:80", "", ""},
+		{"UDP ClusterIP", "client", "web-udp", 53, "udp", "10.244.1.3:5353, 10.244.2.2:5353", "", ""},
 		// nftables mode rejects traffic to a ClusterIP's other ports
 		// (cluster-ips-check); iptables mode routes it to the gateway.
-		{"wrong port leaves for the default gateway", "client", "web", 81, "tcp", "DROP(neighbour unresolved)", "REJECT"},
-		{"wrong protocol leaves for the default gateway", "client", "web", 80, "udp", "DROP(neighbour unresolved)", "REJECT"},
+		// IPVS: the ClusterIP is a local address (kube-ipvs0), so a port
+		// without a virtual server is refused by KUBE-IPVS-FILTER's
+		// "ctstate NEW, dst in KUBE-IPVS-IPS -j REJECT" (kubernetes#72236).
+		{"wrong port leaves for the default gateway", "client", "web", 81, "tcp", "DROP(neighbour unresolved)", "REJECT", "REJECT"},
+		{"wrong protocol leaves for the default gateway", "client", "web", 80, "udp", "DROP(neighbour unresolved)", "REJECT", "REJECT"},
 		// NodePort (externalTrafficPolicy Cluster)
-		{"outside to NodePort on a node without endpoints", "outside", "cka-cp1", 30080, "tcp", bothMasq, ""},
-		{"outside to NodePort on cka-w1", "outside", "cka-w1", 30080, "tcp", bothMasq, ""},
-		{"outside to NodePort on cka-w2", "outside", "cka-w2", 30080, "tcp", bothMasq, ""},
-		{"pod to another node's NodePort", "client", "cka-w2", 30080, "tcp", bothMasq, ""},
-		{"node to its own NodePort", "cka-w1", "cka-w1", 30080, "tcp", bothMasq, ""},
-		{"outside to a port that is no NodePort", "outside", "cka-w1", 30099, "tcp", "DROP(connection refused (RST))", ""},
-		{"UDP to a TCP NodePort", "outside", "cka-cp1", 30080, "udp", "DROP(port unreachable)", ""},
+		{"outside to NodePort on a node without endpoints", "outside", "cka-cp1", 30080, "tcp", bothMasq, "", ""},
+		{"outside to NodePort on cka-w1", "outside", "cka-w1", 30080, "tcp", bothMasq, "", ""},
+		{"outside to NodePort on cka-w2", "outside", "cka-w2", 30080, "tcp", bothMasq, "", ""},
+		{"pod to another node's NodePort", "client", "cka-w2", 30080, "tcp", bothMasq, "", ""},
+		{"node to its own NodePort", "cka-w1", "cka-w1", 30080, "tcp", bothMasq, "", ""},
+		{"outside to a port that is no NodePort", "outside", "cka-w1", 30099, "tcp", "DROP(connection refused (RST))", "", ""},
+		{"UDP to a TCP NodePort", "outside", "cka-cp1", 30080, "udp", "DROP(port unreachable)", "", ""},
 		// NodePort externalTrafficPolicy Local (endpoint only on cka-w2)
-		{"eTP Local: outside to node with local endpoint keeps source", "outside", "cka-w2", 30081, "tcp", "10.244.2.4:80", ""},
-		{"eTP Local: outside to node without local endpoint", "outside", "cka-w1", 30081, "tcp", "DROP", ""},
-		{"eTP Local: outside to control plane", "outside", "cka-cp1", 30081, "tcp", "DROP", ""},
-		{"eTP Local: pod traffic goes cluster-wide", "client", "cka-w1", 30081, "tcp", "10.244.2.4:80", ""},
-		{"eTP Local: node's own traffic is masqueraded", "cka-w1", "cka-w1", 30081, "tcp", "10.244.2.4:80 (masq)", ""},
+		{"eTP Local: outside to node with local endpoint keeps source", "outside", "cka-w2", 30081, "tcp", "10.244.2.4:80", "", ""},
+		// IPVS: a node without a local endpoint gives its NodePort virtual
+		// server the cluster endpoints (kubernetes#97081), unmarked by
+		// KUBE-NODE-PORT-LOCAL-TCP; flannel's own POSTROUTING rule then
+		// masquerades the outside source towards the remote pod subnet.
+		{"eTP Local: outside to node without local endpoint", "outside", "cka-w1", 30081, "tcp", "DROP", "", "10.244.2.4:80 (masq)"},
+		{"eTP Local: outside to control plane", "outside", "cka-cp1", 30081, "tcp", "DROP", "", "10.244.2.4:80 (masq)"},
+		{"eTP Local: pod traffic goes cluster-wide", "client", "cka-w1", 30081, "tcp", "10.244.2.4:80", "", ""},
+		{"eTP Local: node's own traffic is masqueraded", "cka-w1", "cka-w1", 30081, "tcp", "10.244.2.4:80 (masq)", "", ""},
 		// LoadBalancer with source ranges
-		{"LB IP from an allowed source", "outside", "lb", 80, "tcp", bothMasq, ""},
-		{"LB IP from a source outside the ranges", "stranger", "lb", 80, "tcp", "DROP", ""},
-		{"LB NodePort ignores source ranges", "stranger", "cka-w1", 30082, "tcp", bothMasq, ""},
+		{"LB IP from an allowed source", "outside", "lb", 80, "tcp", bothMasq, "", ""},
+		{"LB IP from a source outside the ranges", "stranger", "lb", 80, "tcp", "DROP", "", ""},
+		{"LB NodePort ignores source ranges", "stranger", "cka-w1", 30082, "tcp", bothMasq, "", ""},
 		// externalIPs
-		{"outside to externalIP", "outside", "ext", 8080, "tcp", bothMasq, ""},
-		{"pod to externalIP", "client", "ext", 8080, "tcp", bothMasq, ""},
+		{"outside to externalIP", "outside", "ext", 8080, "tcp", bothMasq, "", ""},
+		{"pod to externalIP", "client", "ext", 8080, "tcp", bothMasq, "", ""},
 		// no endpoints
-		{"pod to Service without endpoints", "client", "empty", 80, "tcp", "REJECT", ""},
-		{"outside to Service without endpoints", "outside", "empty", 80, "tcp", "REJECT", ""},
+		{"pod to Service without endpoints", "client", "empty", 80, "tcp", "REJECT", "", ""},
+		{"outside to Service without endpoints", "outside", "empty", 80, "tcp", "REJECT", "", ""},
 		// internalTrafficPolicy Local
-		{"iTP Local from cka-w1 pod", "client", "web-itp", 80, "tcp", "10.244.1.3:80", ""},
-		{"iTP Local from cka-w2 pod", "client-2", "web-itp", 80, "tcp", "10.244.2.2:80", ""},
-		{"iTP Local from a node without endpoints", "cka-cp1", "web-itp", 80, "tcp", "DROP", ""},
+		{"iTP Local from cka-w1 pod", "client", "web-itp", 80, "tcp", "10.244.1.3:80", "", ""},
+		{"iTP Local from cka-w2 pod", "client-2", "web-itp", 80, "tcp", "10.244.2.2:80", "", ""},
+		// IPVS: iTP Local without a local endpoint leaves the virtual server
+		// with no real server: ip_vs_leave answers ICMP port unreachable.
+		{"iTP Local from a node without endpoints", "cka-cp1", "web-itp", 80, "tcp", "DROP", "", "REJECT"},
 		// sessionAffinity: a first packet can still go anywhere
-		{"session affinity first connection", "client", "sticky", 80, "tcp", both, ""},
+		{"session affinity first connection", "client", "sticky", 80, "tcp", both, "", ""},
 	} {
-		for _, mode := range []kubeproxy.Mode{kubeproxy.ModeIPTables, kubeproxy.ModeNFTables} {
+		for _, mode := range []kubeproxy.Mode{kubeproxy.ModeIPTables, kubeproxy.ModeNFTables, kubeproxy.ModeIPVS} {
 			want := tc.want
 			if mode == kubeproxy.ModeNFTables && tc.nft != "" {
 				want = tc.nft
+			}
+			if mode == kubeproxy.ModeIPVS && tc.ipvs != "" {
+				want = tc.ipvs
 			}
 			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
 				var f *Flows // the copy of the scenario being explored
@@ -172,8 +187,17 @@ func TestFlows(t *testing.T) {
 }
 
 func TestSessionAffinitySticks(t *testing.T) {
+	for _, mode := range []kubeproxy.Mode{kubeproxy.ModeIPTables, kubeproxy.ModeIPVS} {
+		testSessionAffinitySticks(t, mode)
+	}
+}
+
+// testSessionAffinitySticks: iptables mode keeps a client on its endpoint
+// with -m recent; IPVS mode with a persistent virtual server (a template
+// connection per client address).
+func testSessionAffinitySticks(t *testing.T, mode kubeproxy.Mode) {
 	for seed := range uint64(5) {
-		f, err := NewFlows(seed)
+		f, err := NewFlowsMode(seed, mode)
 		require.NoError(t, err)
 		var first string
 		for i := range 6 {
@@ -185,7 +209,7 @@ func TestSessionAffinitySticks(t *testing.T) {
 			if i == 0 {
 				first = ep
 			}
-			require.Equal(t, first, ep, "seed %d connection %d", seed, i)
+			require.Equal(t, first, ep, "%s: seed %d connection %d", mode, seed, i)
 		}
 	}
 }

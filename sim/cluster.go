@@ -141,6 +141,10 @@ func NewCluster(cfg Config) (*Cluster, error) {
 		return nil, &ConfigError{Object: "cluster", Field: "proxyMode", Msg: err.Error()}
 	}
 	cfg.ProxyMode = mode
+	// kube-proxy validates the ipvs section whatever the mode.
+	if _, err := kubeproxy.ParseIPVSScheduler(cfg.IPVSScheduler); err != nil {
+		return nil, &ConfigError{Object: "cluster", Field: "ipvsScheduler", Msg: err.Error()}
+	}
 	cidrs, err := nodeipam.NewCIDRSet(cfg.ClusterCIDR, cfg.NodeCIDRMaskSize)
 	if err != nil {
 		return nil, &ConfigError{Object: "cluster", Field: "clusterCIDR", Msg: err.Error()}
