@@ -554,7 +554,10 @@ func containerPorts(ps []corev1.ContainerPort, host bool) string {
 	return strings.Join(s, ", ")
 }
 
-// fieldRefValue resolves the downward-API fields kubewalk's pods have.
+// fieldRefValue is what kubectl shows for a downward-API variable: its
+// fieldpath helper knows the object's metadata only, so spec.nodeName or
+// status.podIP show empty, "MY_NODE:   (v1:spec.nodeName)", as they do
+// with the real kubectl.
 func fieldRefValue(pod *corev1.Pod, path string) string {
 	switch path {
 	case "metadata.name":
@@ -563,14 +566,12 @@ func fieldRefValue(pod *corev1.Pod, path string) string {
 		return pod.Namespace
 	case "metadata.uid":
 		return string(pod.UID)
-	case "spec.nodeName":
-		return pod.Spec.NodeName
-	case "spec.serviceAccountName":
-		return pod.Spec.ServiceAccountName
-	case "status.hostIP":
-		return pod.Status.HostIP
-	case "status.podIP":
-		return pod.Status.PodIP
+	}
+	if k, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
+		return pod.Labels[strings.TrimSuffix(k, "']")]
+	}
+	if k, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
+		return pod.Annotations[strings.TrimSuffix(k, "']")]
 	}
 	return ""
 }

@@ -172,9 +172,11 @@ func owned(o metav1.Object, kind, name string) {
 
 func event(ns, name string, kind, objName, typ, reason, component, host, msg string, first, last time.Duration, count int32) *corev1.Event {
 	e := &corev1.Event{ObjectMeta: meta(ns, name, first)}
-	e.InvolvedObject = corev1.ObjectReference{Kind: kind, Namespace: ns, Name: objName}
+	e.InvolvedObject = corev1.ObjectReference{Kind: kind, Namespace: ns, Name: objName, UID: types.UID("uid-" + ns + "-" + objName)}
 	if kind == "Node" {
-		e.InvolvedObject.Namespace = ""
+		// The kubelet and the node controller name a node by its name
+		// as the UID.
+		e.InvolvedObject.Namespace, e.InvolvedObject.UID = "", types.UID(objName)
 	}
 	e.Type, e.Reason, e.Message = typ, reason, msg
 	e.Source = corev1.EventSource{Component: component, Host: host}
