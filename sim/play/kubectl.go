@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,6 +50,7 @@ type kubectlArgs struct {
 	patch     string
 	patchType string
 	overwrite bool
+	noWait    bool
 	set       map[string]bool
 	pos       []string
 	command   []string
@@ -69,6 +71,7 @@ var kubectlFlags = map[string]struct {
 	"-p":         {"--patch", true}, "--patch": {"--patch", true},
 	"--type":      {"--type", true},
 	"--overwrite": {"--overwrite", false},
+	"--wait":      {"--wait", false},
 	"-i":          {"--stdin", false}, "--stdin": {"--stdin", false},
 	"-t": {"--tty", false}, "--tty": {"--tty", false}, "-it": {"--stdin", false},
 }
@@ -120,6 +123,14 @@ func parseKubectl(words []string) (kubectlArgs, error) {
 			a.patchType = val
 		case "--overwrite":
 			a.overwrite = true
+		case "--wait":
+			switch val {
+			case "", "true":
+			case "false":
+				a.noWait = true
+			default:
+				return a, kerrorf("invalid argument %q for \"--wait\" flag: strconv.ParseBool: parsing %q: invalid syntax", val, val)
+			}
 		}
 	}
 	return a, nil
@@ -247,10 +258,38 @@ func kubectlDelete(r *Runner, a kubectlArgs, _ string, out io.Writer) error {
 	if err := r.settle(); err != nil {
 		return err
 	}
+	if !a.noWait {
+		for _, name := range a.pos[1:] {
+			if err := r.waitGone(rs.Kind, a.ns(), name); err != nil {
+				return err
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return &kubectlError{errors.Join(errs...)}
 	}
 	return nil
+}
+
+// deleteTimeout bounds kubectl delete's wait (its --timeout=0 waits a
+// week; a pod's grace period is 30s, a stuck one would stop the script).
+const deleteTimeout = 5 * time.Minute
+
+// waitGone is kubectl delete's --wait=true: it returns once the object is
+// gone (a pod's kubelet has stopped it after its grace period), letting
+// virtual time pass a second at a time.
+func (r *Runner) waitGone(kind, ns, name string) error {
+	for waited := time.Duration(0); ; waited += time.Second {
+		if _, err := r.API.Get(kind, ns, name); apierrors.IsNotFound(err) {
+			return nil
+		}
+		if waited >= deleteTimeout {
+			return kerrorf("timed out waiting for the condition on %s/%s", strings.ToLower(kind)+"s", name)
+		}
+		if err := r.Cluster.RunFor(time.Second); err != nil {
+			return err
+		}
+	}
 }
 
 // kubectlScale sets spec.replicas of Deployments and ReplicaSets.

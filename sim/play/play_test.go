@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubewalk/kubewalk/internal/golden"
 	"github.com/kubewalk/kubewalk/scenarios"
@@ -193,4 +194,25 @@ func TestLabGolden(t *testing.T) {
 	first := run()
 	golden.Check(t, "lab.out", first)
 	assert.Equal(t, first, run())
+}
+
+// kubectl delete waits, as --wait=true does, until the pod is gone (its
+// kubelet stopped it); with --wait=false it returns while the pod is
+// still Terminating.
+func TestDeleteWaits(t *testing.T) {
+	r := newRunner(t)
+	var out bytes.Buffer
+	require.NoError(t, r.Line("kubectl delete pod web-1 -n net --wait=false", "", &out))
+	assert.Equal(t, "pod \"web-1\" deleted from net namespace\n", out.String())
+	out.Reset()
+	require.NoError(t, r.Line("kubectl get pod web-1 -n net", "", &out))
+	assert.Contains(t, out.String(), "Terminating")
+
+	before := r.Cluster.World.Now()
+	out.Reset()
+	require.NoError(t, r.Line("kubectl delete pod web-2 -n net", "", &out))
+	assert.Equal(t, "pod \"web-2\" deleted from net namespace\n", out.String())
+	_, err := r.API.Get("Pod", "net", "web-2")
+	assert.True(t, apierrors.IsNotFound(err), "gone when delete returns: %v", err)
+	assert.Greater(t, r.Cluster.World.Now(), before)
 }
