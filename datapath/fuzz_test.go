@@ -18,11 +18,15 @@ func FuzzFrameRx(f *testing.F) {
 	trunc[14] = 0x4f
 	f.Add(trunc)
 	f.Add([]byte{})
+	sctp := ipv4(ipA, ipB, ProtoSCTP, 64, make([]byte, 32))
+	sctp[20+12] = 1 // INIT
+	f.Add(append(append(append([]byte{}, macB[:]...), 2, 0, 0, 0, 0, 1, 0x08, 0x00), sctp...))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		tp := newTopo(t)
 		tp.e.MaxEvents = 10000
 		_, _ = tp.b.ListenUDP(9, true)
 		_, _ = tp.b.ListenTCP(80)
+		_, _ = tp.b.ListenSCTP(0)
 		if _, err := tp.b.Device("eth0").Inject(frame); err != nil {
 			return
 		}

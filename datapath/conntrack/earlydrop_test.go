@@ -109,3 +109,29 @@ func TestEarlyDropScansOnlyEightBuckets(t *testing.T) {
 	require.Equal(t, uint64(1), tb.Stats.EarlyDrop)
 	require.Equal(t, near, tb.List()[0].Orig.Sport)
 }
+
+// FuzzSCTPManipCRC: after NAT rewrites an SCTP packet's address and port,
+// its CRC32c equals a full recomputation (the address is outside the CRC;
+// the port is inside).
+func FuzzSCTPManipCRC(f *testing.F) {
+	f.Add([]byte{10, 0, 0, 1}, uint16(40000), uint16(3868), []byte{1, 0, 0, 20, 0, 0, 0, 9})
+	f.Add([]byte{0, 0, 0, 0}, uint16(0), uint16(65535), []byte{})
+	f.Fuzz(func(t *testing.T, a []byte, sport, dport uint16, chunks []byte) {
+		if len(a) < 4 || len(chunks) > 1000 {
+			return
+		}
+		n := 20 + 12 + len(chunks)
+		pkt := make([]byte, n)
+		pkt[0], pkt[2], pkt[3], pkt[8], pkt[9] = 0x45, byte(n>>8), byte(n), 64, datapath.ProtoSCTP
+		copy(pkt[12:16], a[:4])
+		copy(pkt[16:20], []byte{10, 96, 0, 1})
+		l4 := pkt[20:]
+		l4[0], l4[1], l4[2], l4[3] = byte(sport>>8), byte(sport), byte(dport>>8), byte(dport)
+		copy(l4[12:], chunks)
+		SetSCTPChecksum(l4)
+		manipIP(pkt, Tuple{Dst: [4]byte{10, 244, 2, 3}, Dport: dport ^ 0x5a5a}, ManipDst)
+		got := uint32(l4[8]) | uint32(l4[9])<<8 | uint32(l4[10])<<16 | uint32(l4[11])<<24
+		require.Equal(t, SCTPChecksum(l4), got)
+		require.Equal(t, dport^0x5a5a, uint16(l4[2])<<8|uint16(l4[3]))
+	})
+}

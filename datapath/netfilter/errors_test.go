@@ -111,6 +111,8 @@ func FuzzRestore(f *testing.F) {
 		"*filter\n-A INPUT -m statistic --mode nth --every 3 --packet 2 -j ACCEPT\nCOMMIT\n",
 		"*mangle\n-A PREROUTING -m addrtype --src-type LOCAL,BROADCAST --limit-iface-in -j MARK --set-xmark 0x1/0x1\nCOMMIT\n",
 		"*raw\n-A OUTPUT -m conntrack --ctstatus SEEN_REPLY,ASSURED -j ACCEPT\nCOMMIT\n",
+		"*filter\n-A OUTPUT -p sctp -m sctp ! --sport 1:2 --dport 3868 -j ACCEPT\nCOMMIT\n",
+		"*nat\n-A PREROUTING -p sctp --dport 1 -j DNAT --to-destination 1.2.3.4:5\nCOMMIT\n",
 	} {
 		f.Add(s)
 	}
