@@ -69,3 +69,35 @@ func TestNFTablesResyncIsStable(t *testing.T) {
 		assert.NotContains(t, c.Name, "net/sticky/")
 	}
 }
+
+// TestSetProxyModeRestartsKubeProxy: switching modes on a running cluster
+// is a kube-proxy restart: the new mode cleans up the old one's rules.
+func TestSetProxyModeRestartsKubeProxy(t *testing.T) {
+	r, err := NewReference(1)
+	require.NoError(t, err)
+	nat := r.W1.Netfilter.Table("nat")
+	require.NotNil(t, nat.Chain("KUBE-SERVICES"))
+
+	require.NoError(t, r.SetProxyMode(kubeproxy.ModeNFTables))
+	for _, ch := range nat.Chains() {
+		assert.False(t, strings.HasPrefix(ch.Name, "KUBE-SVC-") || ch.Name == "KUBE-SERVICES", "iptables chain %s left behind", ch.Name)
+	}
+	for _, ch := range []string{"PREROUTING", "OUTPUT", "POSTROUTING"} {
+		for _, rule := range nat.Chain(ch).Rules() {
+			assert.NotContains(t, rule.String(), "KUBE-", "jump left in nat %s", ch)
+		}
+	}
+	require.NotNil(t, r.W1.NFTables.Table("ip", "kube-proxy"))
+	c, err := r.Client.Netns.DialTCP(r.Client.IP, r.Web.ClusterIP(), 40000, 80, 1, nil)
+	require.NoError(t, err)
+	require.NoError(t, r.World.Run())
+	assert.True(t, c.Established, "ClusterIP works after the restart")
+
+	require.NoError(t, r.SetProxyMode(""))
+	assert.Nil(t, r.W1.NFTables.Table("ip", "kube-proxy"), "iptables mode deletes table ip kube-proxy")
+	assert.NotNil(t, nat.Chain("KUBE-SERVICES"))
+
+	err = r.SetProxyMode("userspace")
+	assert.EqualError(t, err, `configmap kube-system/kube-proxy: mode: KubeProxyConfiguration.ProxyMode: Invalid value: "userspace": must be iptables, ipvs, nftables or blank (blank means the best-available proxy [currently iptables])`)
+	assert.Equal(t, kubeproxy.ModeIPTables, r.Config.ProxyMode)
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/kubewalk/kubewalk/datapath/trace/pcap"
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/kubewalk/kubewalk/sim/packet"
 	"github.com/miekg/dns"
 )
@@ -77,6 +78,7 @@ Examples:
 type traceFlags struct {
 	scenario, from, to, proto, level, output string
 	sourceIP, namespace                      string
+	proxyMode                                string
 	port, sport                              int
 	seed                                     uint64
 	explore, arp                             bool
@@ -134,6 +136,7 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	fs.StringVar(&f.scenario, "scenario", "", "scenario to walk through (see kubewalk scenarios)")
 	f.walkFlags(fs)
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the simulated world (MACs, endpoint choice, ports)")
+	fs.StringVar(&f.proxyMode, "proxy-mode", "", "restart kube-proxy in this mode first: iptables or nftables (default: the scenario's)")
 	fs.StringVar(&f.level, "level", "summary", "text detail: minimal, summary or detailed")
 	fs.BoolVar(&f.explore, "explore", false, "enumerate every branch (random endpoint choice) with its probability")
 	fs.BoolVar(&f.arp, "arp", false, "include ARP packets in mermaid and svg output")
@@ -181,12 +184,12 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 		return f.walk(c, tr)
 	}
 	if f.explore {
-		if _, err := loadScenario(f.scenario, f.seed); err != nil {
+		if _, err := f.load(); err != nil {
 			return err
 		}
 		return explore(&f, walk, out)
 	}
-	c, err := loadScenario(f.scenario, f.seed)
+	c, err := f.load()
 	if err != nil {
 		return err
 	}
@@ -206,6 +209,20 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	default:
 		return pcap.WriteNG(out, tr)
 	}
+}
+
+// load builds the scenario and, with --proxy-mode, restarts kube-proxy in
+// that mode (as editing the kube-proxy ConfigMap and deleting its pods
+// does).
+func (f *traceFlags) load() (*sim.Cluster, error) {
+	c, err := loadScenario(f.scenario, f.seed)
+	if err != nil || f.proxyMode == "" {
+		return c, err
+	}
+	if err := c.SetProxyMode(kubeproxy.Mode(f.proxyMode)); err != nil {
+		return nil, usagef("--proxy-mode: %v", err)
+	}
+	return c, nil
 }
 
 // endpoint is where a walk starts or ends.
@@ -516,7 +533,7 @@ func serviceRef(c *sim.Cluster, ref string, port uint16, o refOptions) (endpoint
 // with its probability.
 func explore(f *traceFlags, walk func(c *sim.Cluster, tr *trace.Trace) (netip.Addr, error), out *bytes.Buffer) error {
 	var client netip.Addr
-	branches, err := sim.Explore(func() (*sim.Cluster, error) { return loadScenario(f.scenario, f.seed) },
+	branches, err := sim.Explore(func() (*sim.Cluster, error) { return f.load() },
 		func(c *sim.Cluster, tr *trace.Trace) error {
 			ip, err := walk(c, tr)
 			client = ip
