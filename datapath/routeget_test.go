@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -110,7 +111,7 @@ func TestRouteGetAgainstKernel(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2 (ip)")
 	}
-	const name = "kwdp-routeget"
+	name := fmt.Sprintf("kwdp-routeget-%d", os.Getpid()) // unique: other runs of this test may be going on
 	_ = exec.Command("ip", "netns", "del", name).Run()
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Skipf("cannot create a network namespace: %v: %s", err, out)

@@ -76,7 +76,7 @@ func TestChainDepthAgainstIptablesNft(t *testing.T) {
 			t.Skipf("needs %s", bin)
 		}
 	}
-	const name = "kwdp-depth"
+	name := fmt.Sprintf("kwdp-depth-%d", os.Getpid()) // unique: other runs of this test may be going on
 	_ = exec.Command("ip", "netns", "del", name).Run()
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Skipf("cannot create a network namespace: %v: %s", err, out)

@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -58,7 +59,7 @@ func TestSCTPMatchAgainstIptablesNft(t *testing.T) {
 			t.Skipf("needs %s", bin)
 		}
 	}
-	const name = "kwdp-sctp"
+	name := fmt.Sprintf("kwdp-sctp-%d", os.Getpid()) // unique: other runs of this test may be going on
 	_ = exec.Command("ip", "netns", "del", name).Run()
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Skipf("cannot create a network namespace: %v: %s", err, out)
