@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 
 	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/kubectl"
@@ -14,7 +15,7 @@ const getUsage = `List a scenario's API objects as kubectl get does: the same co
 -o wide's extra ones, AGE on the simulation's virtual clock.
 
 Usage:
-  kubewalk get RESOURCE [NAME...] --scenario NAME [-n NS | -A] [-o wide|yaml|json|name]
+  kubewalk get RESOURCE[,RESOURCE...] [NAME...] --scenario NAME [-n NS | -A] [-l SELECTOR] [-o wide|yaml|json|name]
 
 RESOURCE is nodes (no), pods (po), services (svc), endpointslices,
 endpoints (ep), deployments (deploy), replicasets (rs), daemonsets (ds),
@@ -30,6 +31,9 @@ Examples:
 
   # Every pod, the system ones too, with IP and node
   kubewalk get pods -A -o wide --scenario reference
+
+  # The web Deployment, its ReplicaSet and its pods, one table each
+  kubewalk get deploy,rs,pods -l app=web -n net --scenario reference
 
   # One Service as YAML
   kubewalk get svc web -n net -o yaml --scenario reference
@@ -68,6 +72,7 @@ type kubectlFlags struct {
 	namespace string
 	all       bool
 	output    string
+	selector  string
 }
 
 func (f *kubectlFlags) register(fs *flag.FlagSet, output bool) {
@@ -78,6 +83,8 @@ func (f *kubectlFlags) register(fs *flag.FlagSet, output bool) {
 		fs.BoolVar(&f.all, "all-namespaces", false, "same as -A")
 		fs.StringVar(&f.output, "o", "", "output: wide, yaml, json or name (default: the table)")
 		fs.StringVar(&f.output, "output", "", "same as -o")
+		fs.StringVar(&f.selector, "l", "", "label selector (app=web, 'tier in (a,b)')")
+		fs.StringVar(&f.selector, "selector", "", "same as -l")
 	}
 }
 
@@ -109,15 +116,17 @@ func runGet(args []string, out *bytes.Buffer, help io.Writer) error {
 	if len(pos) == 0 {
 		return usagef("a RESOURCE is required (nodes, pods, svc, endpointslices, deploy, rs, ds, cm, pdb, ns, events)")
 	}
-	if _, err := kubectl.LookupResource(pos[0]); err != nil {
-		return usagef("%s", err)
+	for _, r := range strings.Split(pos[0], ",") {
+		if _, err := kubectl.LookupResource(r); err != nil {
+			return usagef("%s", err)
+		}
 	}
 	c, err := cf.load()
 	if err != nil {
 		return err
 	}
 	var notes bytes.Buffer
-	err = kubectl.Get(c.API, pos, kubectl.GetOptions{Namespace: kf.namespace, AllNamespaces: kf.all, Output: kf.output}, out, &notes)
+	err = kubectl.Get(c.API, pos, kubectl.GetOptions{Namespace: kf.namespace, AllNamespaces: kf.all, Output: kf.output, Selector: kf.selector}, out, &notes)
 	var ue *kubectl.UsageError
 	if errors.As(err, &ue) {
 		return usagef("%s", ue.Msg)

@@ -64,7 +64,7 @@ func TestPlay(t *testing.T) {
 	code, out, errs := call("play", "--scenario", "reference", "testdata/reference.play")
 	require.Equal(t, 1, code, errs)
 	assert.Empty(t, errs)
-	golden.Check(t, "reference.play.out", out)
+	golden.Check(t, "reference.play.txt", out)
 
 	script, err := os.ReadFile("testdata/reference.play")
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -19,6 +20,8 @@ type GetOptions struct {
 	AllNamespaces bool
 	// Output is -o: "" (the table), "wide", "yaml", "json" or "name".
 	Output string
+	// Selector is -l: a label selector ("app=web", "tier in (a,b)").
+	Selector string
 }
 
 // UsageError is bad command-line input, printed by kubectl as "error: ..."
@@ -30,11 +33,13 @@ func (e *UsageError) Error() string { return e.Msg }
 
 func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
 
-// Get runs `kubectl get RESOURCE [NAME...]` against l: the table or the
-// objects on out, and on errOut what kubectl writes on stderr that is not
-// an error ("No resources found in default namespace."). An object not
-// found does not stop the others; every failure is returned (errors.Join)
-// for the caller to print with ErrorText.
+// Get runs `kubectl get RESOURCE[,RESOURCE...] [NAME...]` against l: the
+// tables or the objects on out, and on errOut what kubectl writes on
+// stderr that is not an error ("No resources found in default
+// namespace."). Several resources print one table each, separated by a
+// blank line, with kind-qualified names ("deployment.apps/web"), as kubectl
+// does. An object not found does not stop the others; every failure is
+// returned (errors.Join) for the caller to print with ErrorText.
 func Get(l Lister, args []string, opts GetOptions, out, errOut io.Writer) error {
 	if len(args) == 0 {
 		return usagef("you must specify the type of resource to get. Use \"kubectl api-resources\" for a complete list of supported resources.")
@@ -44,9 +49,13 @@ func Get(l Lister, args []string, opts GetOptions, out, errOut io.Writer) error 
 	default:
 		return usagef("unable to match a printer suitable for the output format %q, allowed formats are: json,name,wide,yaml", opts.Output)
 	}
-	r, err := LookupResource(args[0])
-	if err != nil {
-		return err
+	var rs []*Resource
+	for _, name := range strings.Split(args[0], ",") {
+		r, err := LookupResource(name)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, r)
 	}
 	ns := opts.Namespace
 	if ns == "" {
@@ -56,18 +65,33 @@ func Get(l Lister, args []string, opts GetOptions, out, errOut io.Writer) error 
 	if len(names) > 0 && opts.AllNamespaces {
 		return usagef("a resource cannot be retrieved by name across all namespaces")
 	}
-	listNS := ns
-	if !r.Namespaced {
-		listNS = ""
+	if len(names) > 0 && opts.Selector != "" {
+		return usagef("selectors and the all flag cannot be used when passing resource/name arguments")
 	}
-	var objs []Object
+	sel, err := labels.Parse(opts.Selector)
+	if err != nil {
+		return usagef("%s", err)
+	}
+	type found struct {
+		r    *Resource
+		objs []Object
+	}
+	var all []found
 	var errs []error
-	if len(names) == 0 {
-		if opts.AllNamespaces {
+	total := 0
+	for _, r := range rs {
+		listNS := ns
+		if !r.Namespaced || opts.AllNamespaces && len(names) == 0 {
 			listNS = ""
 		}
-		objs = l.List(r.Kind, listNS)
-	} else {
+		var objs []Object
+		if len(names) == 0 {
+			for _, o := range l.List(r.Kind, listNS) {
+				if sel.Matches(labels.Set(o.GetLabels())) {
+					objs = append(objs, o)
+				}
+			}
+		}
 		for _, n := range names {
 			o, err := l.Get(r.Kind, listNS, n)
 			if err != nil {
@@ -76,31 +100,58 @@ func Get(l Lister, args []string, opts GetOptions, out, errOut io.Writer) error 
 			}
 			objs = append(objs, o)
 		}
+		all = append(all, found{r, objs})
+		total += len(objs)
 	}
 
 	var buf bytes.Buffer
 	switch opts.Output {
 	case "", "wide":
-		if len(objs) == 0 && len(names) == 0 {
-			if r.Namespaced && !opts.AllNamespaces {
+		if total == 0 && len(names) == 0 {
+			if (len(rs) > 1 || rs[0].Namespaced) && !opts.AllNamespaces {
 				fmt.Fprintf(errOut, "No resources found in %s namespace.\n", ns)
 			} else {
 				fmt.Fprintln(errOut, "No resources found")
 			}
 		}
-		err = PrintTable(&buf, r, objs, l.Now(), opts.Output == "wide", opts.AllNamespaces)
+		first := true
+		for _, f := range all {
+			if len(f.objs) == 0 {
+				continue
+			}
+			if !first {
+				buf.WriteString("\n")
+			}
+			first = false
+			if err := printTable(&buf, f.r, f.objs, l.Now(), opts.Output == "wide", opts.AllNamespaces, len(rs) > 1); err != nil {
+				return err
+			}
+		}
 	case "name":
-		for _, o := range objs {
-			fmt.Fprintln(&buf, r.NameOf(o.GetName()))
+		for _, f := range all {
+			for _, o := range f.objs {
+				fmt.Fprintln(&buf, f.r.NameOf(o.GetName()))
+			}
 		}
 	case "yaml", "json":
-		err = printObjects(&buf, r, objs, len(names) == 1, opts.Output)
-	}
-	if err != nil {
-		return err
+		var items []typed
+		for _, f := range all {
+			for _, o := range f.objs {
+				items = append(items, typed{f.r, o})
+			}
+		}
+		if err := printObjects(&buf, items, len(rs) == 1 && len(names) == 1, opts.Output); err != nil {
+			return err
+		}
 	}
 	out.Write(buf.Bytes())
 	return errors.Join(errs...)
+}
+
+// typed is an object with its resource.
+type typed struct {
+	r *Resource
+	o Object
 }
 
 // toMap is the object as the API server serves it: apiVersion and kind
@@ -129,10 +180,10 @@ func toMap(r *Resource, o Object) (map[string]any, error) {
 // for by name, else a v1 List. Keys are sorted, as kubectl prints the
 // unstructured objects it gets from the server; JSON is indented by four
 // spaces.
-func printObjects(w io.Writer, r *Resource, objs []Object, single bool, format string) error {
+func printObjects(w io.Writer, objs []typed, single bool, format string) error {
 	var v any
 	if single && len(objs) == 1 {
-		m, err := toMap(r, objs[0])
+		m, err := toMap(objs[0].r, objs[0].o)
 		if err != nil {
 			return err
 		}
@@ -142,7 +193,7 @@ func printObjects(w io.Writer, r *Resource, objs []Object, single bool, format s
 	} else {
 		items := make([]any, 0, len(objs))
 		for _, o := range objs {
-			m, err := toMap(r, o)
+			m, err := toMap(o.r, o.o)
 			if err != nil {
 				return err
 			}

@@ -52,6 +52,9 @@ func TestGetGolden(t *testing.T) {
 		{"get-svc-web-yaml.txt", []string{"svc", "web"}, GetOptions{Namespace: "net", Output: "yaml"}},
 		{"get-cm-json.txt", []string{"configmaps"}, GetOptions{Namespace: "kube-system", Output: "json"}},
 		{"get-pdb-yaml-list.txt", []string{"pdb", "web", "half"}, GetOptions{Namespace: "net", Output: "yaml"}},
+		{"get-deploy-rs-pods.txt", []string{"deploy,rs,pods"}, GetOptions{Namespace: "net"}},
+		{"get-svc-pods-all.txt", []string{"svc,po"}, GetOptions{AllNamespaces: true, Selector: "app=web"}},
+		{"get-pods-selector.txt", []string{"pods"}, GetOptions{AllNamespaces: true, Selector: "k8s-app in (kube-dns,kube-proxy),k8s-app!=kube-dns"}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			out, errOut := runGet(l, tc.args, tc.opts)
@@ -99,6 +102,10 @@ func TestGetErrors(t *testing.T) {
 		{"bad output", []string{"pods"}, GetOptions{Output: "xml"}, "", "error: unable to match a printer suitable for the output format \"xml\", allowed formats are: json,name,wide,yaml\n"},
 		{"name across namespaces", []string{"pods", "client"}, GetOptions{AllNamespaces: true}, "", "error: a resource cannot be retrieved by name across all namespaces\n"},
 		{"no resource", nil, GetOptions{}, "", "error: you must specify the type of resource to get. Use \"kubectl api-resources\" for a complete list of supported resources.\n"},
+		{"empty selector", []string{"pods"}, GetOptions{Namespace: "net", Selector: "app=nothing"}, "", "No resources found in net namespace.\n"},
+		{"empty kinds", []string{"deploy,cm"}, GetOptions{Namespace: "kube-public"}, "", "No resources found in kube-public namespace.\n"},
+		{"bad selector", []string{"pods"}, GetOptions{Selector: "app in (a"}, "", "error: unable to parse requirement: found '', expected: ',' or ')'\n"},
+		{"selector with names", []string{"pods", "client"}, GetOptions{Selector: "a=b"}, "", "error: selectors and the all flag cannot be used when passing resource/name arguments\n"},
 		{"some found", []string{"pods", "nope", "client"}, GetOptions{Namespace: "net", Output: "name"}, "pod/client\n", "Error from server (NotFound): pods \"nope\" not found\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

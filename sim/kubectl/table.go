@@ -35,6 +35,13 @@ func cell(s string) string {
 // wide rows), every row is built wide and kubectl drops the columns it does
 // not show, so a LoadBalancer's ingress list is never cut to 16 characters.
 func PrintTable(w io.Writer, r *Resource, objs []Object, now time.Time, wide, withNamespace bool) error {
+	return printTable(w, r, objs, now, wide, withNamespace, false)
+}
+
+// printTable is PrintTable; withKind names each object as "kind/name"
+// ("deployment.apps/web"), as kubectl does when one get lists several
+// resources.
+func printTable(w io.Writer, r *Resource, objs []Object, now time.Time, wide, withNamespace, withKind bool) error {
 	if len(objs) == 0 {
 		return nil
 	}
@@ -60,6 +67,9 @@ func PrintTable(w io.Writer, r *Resource, objs []Object, now time.Time, wide, wi
 		for i, c := range r.columns {
 			if i >= len(cells) || (c.wide && !wide) {
 				continue
+			}
+			if i == 0 && withKind && c.name == "Name" {
+				cells[i] = r.NameOf(cells[i])
 			}
 			line = append(line, cell(cells[i]))
 		}

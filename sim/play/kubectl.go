@@ -51,6 +51,7 @@ type kubectlArgs struct {
 	patchType string
 	overwrite bool
 	noWait    bool
+	selector  string
 	set       map[string]bool
 	pos       []string
 	command   []string
@@ -72,7 +73,8 @@ var kubectlFlags = map[string]struct {
 	"--type":      {"--type", true},
 	"--overwrite": {"--overwrite", false},
 	"--wait":      {"--wait", false},
-	"-i":          {"--stdin", false}, "--stdin": {"--stdin", false},
+	"-l":          {"--selector", true}, "--selector": {"--selector", true},
+	"-i": {"--stdin", false}, "--stdin": {"--stdin", false},
 	"-t": {"--tty", false}, "--tty": {"--tty", false}, "-it": {"--stdin", false},
 }
 
@@ -121,6 +123,8 @@ func parseKubectl(words []string) (kubectlArgs, error) {
 			a.patch = val
 		case "--type":
 			a.patchType = val
+		case "--selector":
+			a.selector = val
 		case "--overwrite":
 			a.overwrite = true
 		case "--wait":
@@ -176,7 +180,7 @@ func runKubectl(r *Runner, args []string, stdin string, out io.Writer) error {
 }
 
 func kubectlGet(r *Runner, a kubectlArgs, _ string, out io.Writer) error {
-	err := kubectl.Get(r.API, a.pos, kubectl.GetOptions{Namespace: a.namespace, AllNamespaces: a.all, Output: a.output}, out, out)
+	err := kubectl.Get(r.API, a.pos, kubectl.GetOptions{Namespace: a.namespace, AllNamespaces: a.all, Output: a.output, Selector: a.selector}, out, out)
 	if err != nil {
 		return &kubectlError{err}
 	}

@@ -192,7 +192,7 @@ func TestLabGolden(t *testing.T) {
 		return out.String()
 	}
 	first := run()
-	golden.Check(t, "lab.out", first)
+	golden.Check(t, "lab.txt", first)
 	assert.Equal(t, first, run())
 }
 
