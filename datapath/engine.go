@@ -11,6 +11,15 @@ type Timer interface {
 	Fire(w *Walk)
 }
 
+// StaleTimer is a Timer that can be cancelled after it was scheduled (a
+// stopped or reset timer). When Stale reports true the engine discards the
+// event without running it and without moving the clock to its time, so a
+// cancelled timer neither fires nor makes the world look busy.
+type StaleTimer interface {
+	Timer
+	Stale() bool
+}
+
 type eventKind uint8
 
 const (
@@ -60,6 +69,32 @@ type Engine struct {
 	// MaxEvents bounds Run as a guard against forwarding loops; 0 means
 	// the default of 1,000,000 events per Run call.
 	MaxEvents int
+
+	values []engineValue
+}
+
+type engineValue struct{ key, v any }
+
+// Value returns what SetValue stored under key, or nil. Components built on
+// top of the engine (a socket layer, say) keep their per-world state here.
+func (e *Engine) Value(key any) any {
+	for _, kv := range e.values {
+		if kv.key == key {
+			return kv.v
+		}
+	}
+	return nil
+}
+
+// SetValue stores v under key, replacing an earlier value.
+func (e *Engine) SetValue(key, v any) {
+	for i := range e.values {
+		if e.values[i].key == key {
+			e.values[i].v = v
+			return
+		}
+	}
+	e.values = append(e.values, engineValue{key, v})
 }
 
 // NewEngine returns an engine whose random source is seeded with seed.
@@ -192,15 +227,36 @@ func (e *Engine) pop() event {
 	return top
 }
 
-// Pending is the number of queued events.
+// Pending is the number of queued events (cancelled timers not yet
+// discarded included).
 func (e *Engine) Pending() int { return len(e.queue) + len(e.fifo) - e.fhead }
 
-// NextAt is the time of the next event and whether there is one.
+// NextAt is the time of the next event and whether there is one. Cancelled
+// timers at the head of the queue are discarded first.
 func (e *Engine) NextAt() (time.Duration, bool) {
+	e.dropStale()
 	if e.Pending() == 0 {
 		return 0, false
 	}
 	return e.peekAt(), true
+}
+
+// dropStale discards cancelled timers at the head of the queue.
+func (e *Engine) dropStale() {
+	for e.Pending() > 0 {
+		ev := &e.queue[0]
+		if e.fifoFirst() {
+			ev = &e.fifo[e.fhead]
+		}
+		if ev.kind != evTimer {
+			return
+		}
+		st, ok := ev.timer.(StaleTimer)
+		if !ok || !st.Stale() {
+			return
+		}
+		e.next()
+	}
 }
 
 // ScheduleRx makes dev receive p after delay.
@@ -232,6 +288,7 @@ func (e *Engine) Idle() bool { return e.fg == 0 }
 
 // Step runs the next event. It returns false when the queue is empty.
 func (e *Engine) Step() bool {
+	e.dropStale()
 	if e.Pending() == 0 {
 		return false
 	}
@@ -275,7 +332,7 @@ func (e *Engine) RunUntil(until time.Duration) error {
 		limit = 1_000_000
 	}
 	n := 0
-	for e.Pending() > 0 {
+	for e.dropStale(); e.Pending() > 0; e.dropStale() {
 		if until >= 0 && e.peekAt() > until {
 			break
 		}

@@ -179,12 +179,40 @@ func (ns *Netns) SendPacket(p *Packet) {
 	ns.e.ScheduleOutput(0, ns, p)
 }
 
+// SocketOwner is a transport stack that owns a namespace's sockets in place
+// of the minimal ones here (a full TCP/IP stack such as gVisor's). The
+// datapath still does everything up to local delivery (devices, netfilter,
+// routing, VXLAN decapsulation); Deliver then gets every TCP and UDP packet
+// and every ICMP message except echo requests, which the datapath answers.
+// Deliver returns true when it took ownership of p (it must release it);
+// false lets the minimal sockets handle it.
+type SocketOwner interface {
+	Deliver(w *Walk, dev *Device, p *Packet) bool
+	// Name names the owner in traces ("netstack").
+	Name() string
+}
+
+// SetSocketOwner hands the namespace's sockets to o (nil: back to the
+// minimal sockets).
+func (ns *Netns) SetSocketOwner(o SocketOwner) { ns.owner = o }
+
+// SocketOwner returns the namespace's socket owner, or nil.
+func (ns *Netns) SocketOwner() SocketOwner { return ns.owner }
+
 // deliver is ip_local_deliver: hand the packet to ICMP, UDP or TCP.
 func (ns *Netns) deliver(w *Walk, dev *Device, p *Packet) {
 	ip := p.IPv4()
 	if ip.FragmentOffset() != 0 || ip.Flags()&header.IPv4FlagMoreFragments != 0 {
 		ns.drop(w, p, dev, "ip", ReasonMTU, "fragment reassembly is not modelled")
 		return
+	}
+	if ns.owner != nil && ns.ownerTakes(ip) {
+		if p.Trace != nil {
+			ns.observe(w, p, dev, "socket", trace.Delivered, ns.owner.Name())
+		}
+		if ns.owner.Deliver(w, dev, p) {
+			return
+		}
 	}
 	switch ip.Protocol() {
 	case ProtoICMP:
@@ -199,6 +227,21 @@ func (ns *Netns) deliver(w *Walk, dev *Device, p *Packet) {
 		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4ProtoUnreachable, 0)
 		ns.drop(w, p, dev, "ip", ReasonUnknownProtocol, "protocol "+itoa(int(ip.Protocol()))+" (ICMP protocol unreachable sent)")
 	}
+}
+
+// ownerTakes reports whether the socket owner gets ip: TCP, UDP except to
+// a VXLAN port, ICMP except echo requests.
+func (ns *Netns) ownerTakes(ip header.IPv4) bool {
+	l4 := ip[ip.HeaderLength():]
+	switch ip.Protocol() {
+	case ProtoTCP:
+		return true
+	case ProtoUDP:
+		return len(l4) < header.UDPMinimumSize || ns.vxlanFor(header.UDP(l4).DestinationPort()) == nil
+	case ProtoICMP:
+		return len(l4) > 0 && header.ICMPv4Type(l4[0]) != header.ICMPv4Echo
+	}
+	return false
 }
 
 func (ns *Netns) nextID() uint16 {

@@ -53,6 +53,7 @@ type Netns struct {
 	arp     *ARPTable
 	hooks   [numHooks]hookList
 	sockets sockets
+	owner   SocketOwner
 	lo      *Device
 	ipID    uint16
 	// nextIfindex allocates ifindexes per namespace, as dev_new_index does.

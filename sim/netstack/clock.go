@@ -1,0 +1,110 @@
+package netstack
+
+import (
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"gvisor.dev/gvisor/pkg/tcpip"
+)
+
+// Epoch is the wall-clock time virtual time zero stands for: what a stack's
+// clock reports as "now" (and nginx's Date header shows) at the start of a
+// world.
+var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// clock is the tcpip.Clock of every stack of one world: the world's virtual
+// clock. AfterFunc schedules an event on the world's queue, so gVisor's
+// timers (retransmission, delayed ACK, keepalive, TIME-WAIT, SYN retries)
+// fire in (time, sequence) order on the event loop, synchronously, each in
+// its turn. Timer methods are called with the world lock held (the driver,
+// a TCP processor inside a barrier, or an application goroutine inside a
+// netstack call), so they need no lock of their own.
+type clock struct {
+	d *driver
+}
+
+var _ tcpip.Clock = (*clock)(nil)
+
+// Now implements tcpip.Clock.
+func (c *clock) Now() time.Time { return Epoch.Add(c.d.e.Now()) }
+
+// NowMonotonic implements tcpip.Clock.
+func (c *clock) NowMonotonic() tcpip.MonotonicTime {
+	return tcpip.MonotonicTime{}.Add(c.d.e.Now())
+}
+
+// AfterFunc implements tcpip.Clock: f runs on the event loop after d of
+// virtual time, unless the timer is stopped or reset first.
+func (c *clock) AfterFunc(d time.Duration, f func()) tcpip.Timer {
+	t := &vtimer{d: c.d, f: f}
+	t.Reset(d)
+	return t
+}
+
+// vtimer is a timer on the world's event queue. Each arming gets a
+// generation; an event whose generation is no longer the timer's is stale
+// and the engine discards it without moving the clock.
+type vtimer struct {
+	d     *driver
+	f     func()
+	gen   uint64
+	armed bool
+}
+
+// vtimerEvent is one arming of a vtimer, as queued on the engine.
+type vtimerEvent struct {
+	t   *vtimer
+	gen uint64
+}
+
+var _ datapath.StaleTimer = (*vtimerEvent)(nil)
+
+// Stop implements tcpip.Timer.
+func (t *vtimer) Stop() bool {
+	was := t.armed
+	t.armed = false
+	t.gen++
+	return was
+}
+
+// Reset implements tcpip.Timer.
+func (t *vtimer) Reset(d time.Duration) {
+	t.gen++
+	t.armed = true
+	ev := t.d.newTimerEvent()
+	ev.t, ev.gen = t, t.gen
+	t.d.e.ScheduleTimer(max(d, 0), ev)
+}
+
+// Stale reports whether the timer was stopped or re-armed since this event
+// was queued; a stale event goes back to the free list.
+func (ev *vtimerEvent) Stale() bool {
+	if ev.t.armed && ev.t.gen == ev.gen {
+		return false
+	}
+	ev.t.d.freeTimerEvent(ev)
+	return true
+}
+
+// Fire runs the timer's function on the event loop.
+func (ev *vtimerEvent) Fire(w *datapath.Walk) {
+	t := ev.t
+	t.d.freeTimerEvent(ev)
+	t.armed = false
+	t.d.kick = true
+	t.f()
+}
+
+func (d *driver) newTimerEvent() *vtimerEvent {
+	if n := len(d.freeEvents); n > 0 {
+		ev := d.freeEvents[n-1]
+		d.freeEvents = d.freeEvents[:n-1]
+		return ev
+	}
+	return &vtimerEvent{}
+}
+
+func (d *driver) freeTimerEvent(ev *vtimerEvent) {
+	*ev = vtimerEvent{}
+	d.freeEvents = append(d.freeEvents, ev)
+}

@@ -1,0 +1,210 @@
+package netstack
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+)
+
+// driver runs one world's event loop on behalf of blocked netstack calls.
+// It owns the world lock: the engine, the gVisor stacks' clock and link
+// endpoints, and every gVisor call made through this package run under it.
+//
+// The loop, for as long as some foreground call waits:
+//
+//  1. settle: for every stack something touched (a packet delivered, a
+//     timer fired, an application call), resume its TCP processors and pause
+//     them again (gVisor's own barrier: Pause returns once each processor
+//     has drained its queue); then release the lock and yield the processor
+//     (runtime.Gosched) until two rounds pass in which no goroutine entered
+//     or left a netstack call, so the goroutines those steps woke have run
+//     up to their next blocking call; repeat until nothing is touched.
+//  2. if the waiting call can complete, return;
+//  3. otherwise run the next event of the world's queue (a frame on a
+//     device, a timer), or report that the world is idle.
+type driver struct {
+	e *datapath.Engine
+
+	mu      sync.Mutex // the world lock
+	driving bool
+	// released is closed (and replaced) whenever a driver stops driving,
+	// so a waiting foreground call can take over.
+	released chan struct{}
+
+	stacks []*Stack
+	// activity counts entries into and exits from netstack calls, from
+	// any goroutine.
+	activity atomic.Uint64
+	seen     uint64
+	// kick asks settle to give goroutines a turn even if no stack is dirty
+	// (a timer fired, a deadline passed).
+	kick bool
+
+	freeEvents []*vtimerEvent
+}
+
+type driverKey struct{}
+
+// driverFor returns the world's driver, creating it.
+func driverFor(e *datapath.Engine) *driver {
+	if d, ok := e.Value(driverKey{}).(*driver); ok {
+		return d
+	}
+	d := &driver{e: e, released: make(chan struct{})}
+	e.SetValue(driverKey{}, d)
+	return d
+}
+
+// settle brings every stack and every goroutine woken by the last step to
+// rest. Called and returns with d.mu held.
+func (d *driver) settle() {
+	for {
+		touched := d.kick
+		d.kick = false
+		for _, s := range d.stacks {
+			if s.dirty {
+				s.dirty = false
+				s.barrier()
+				touched = true
+			}
+		}
+		a := d.activity.Load()
+		if !touched && a == d.seen {
+			return
+		}
+		for quiet := 0; quiet < 2; {
+			d.mu.Unlock()
+			runtime.Gosched()
+			d.mu.Lock()
+			if b := d.activity.Load(); b != a {
+				a, quiet = b, 0
+			} else {
+				quiet++
+			}
+		}
+		d.seen = a
+	}
+}
+
+// idleCheck is the last look before declaring the world idle: goroutines
+// on other processors (GOMAXPROCS > 1) may still be on their way into a
+// netstack call, so yield and sleep briefly a few times. It reports
+// whether anything moved.
+func (d *driver) idleCheck() bool {
+	a := d.activity.Load()
+	for range 4 {
+		d.mu.Unlock()
+		runtime.Gosched()
+		time.Sleep(50 * time.Microsecond)
+		d.mu.Lock()
+		if d.activity.Load() != a || d.anyDirty() {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *driver) anyDirty() bool {
+	for _, s := range d.stacks {
+		if s.dirty {
+			return true
+		}
+	}
+	return d.kick
+}
+
+// drive runs the world until done reports true (checked after each settle)
+// or nothing is left to run. Called with d.mu held and d.driving set.
+func (d *driver) drive(done func() bool) error {
+	limit := d.e.MaxEvents
+	if limit == 0 {
+		limit = 1_000_000
+	}
+	for n := 0; ; n++ {
+		d.settle()
+		if done() {
+			return nil
+		}
+		if _, ok := d.e.NextAt(); !ok {
+			if d.idleCheck() {
+				continue
+			}
+			return &IdleError{At: d.e.Now()}
+		}
+		if n >= limit {
+			return &datapath.ErrEventLimit{Events: n, At: d.e.Now()}
+		}
+		d.e.Step()
+	}
+}
+
+// release ends a drive and wakes foreground calls waiting to take over.
+// Called with d.mu held.
+func (d *driver) release() {
+	d.driving = false
+	close(d.released)
+	d.released = make(chan struct{})
+}
+
+// do runs f on a new goroutine and drives the world until f returns. If
+// the world idles first, onIdle (when not nil) is called once to make f
+// give up (cancel its context) and the world is driven until f returns,
+// and the idle error is returned; without onIdle the idle error is
+// returned at once and f stays blocked. Called without d.mu.
+func (d *driver) do(f func(), onIdle func()) error {
+	done := make(chan struct{})
+	var finished atomic.Bool
+	go func() {
+		defer func() {
+			finished.Store(true)
+			d.activity.Add(1)
+			close(done)
+		}()
+		f()
+	}()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var idle error
+	for !finished.Load() {
+		if d.driving {
+			// Someone else drives (f's caller is itself inside a
+			// drive): wait for f or for the driver to stop.
+			rel := d.released
+			d.mu.Unlock()
+			d.activity.Add(1)
+			select {
+			case <-done:
+			case <-rel:
+			}
+			d.activity.Add(1)
+			d.mu.Lock()
+			continue
+		}
+		d.driving = true
+		err := d.drive(finished.Load)
+		d.release()
+		if err == nil {
+			continue
+		}
+		if idle == nil && onIdle != nil {
+			idle = err
+			d.mu.Unlock()
+			onIdle()
+			d.mu.Lock()
+			continue
+		}
+		if idle == nil {
+			// Nothing can make f return: give up on it (it stays
+			// blocked) rather than hang.
+			return err
+		}
+		// f was told to give up and returns promptly without the world.
+		d.mu.Unlock()
+		<-done
+		d.mu.Lock()
+	}
+	return idle
+}

@@ -1,0 +1,322 @@
+package netstack
+
+import (
+	"hash/fnv"
+	"math/rand"
+	randv2 "math/rand/v2"
+	"net/netip"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/route"
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/sim"
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+)
+
+// Stack is a gVisor TCP/IP stack that owns the sockets of one network
+// namespace (a pod's, a node's or an outside host's). The namespace keeps
+// doing what the kernel below the socket layer does (devices, netfilter,
+// routing, ARP, VXLAN); the stack gets what local delivery hands up and
+// sends what it writes into the namespace's output path, as the kernel's
+// TCP and UDP do. Its addresses, routes and MTUs are the namespace's: one
+// gVisor NIC per device (MTU read from the device), the device's addresses,
+// and the namespace's routing table, copied again at every Dial and Listen.
+type Stack struct {
+	d     *driver
+	ns    *datapath.Netns
+	st    *stack.Stack
+	tcp   stack.TransportProtocol
+	nics  map[*datapath.Device]*link
+	byDev []*link // in NIC creation order
+	// byAddr maps each local address to the NIC of the device holding it,
+	// for delivery (the weak host model: a packet to any local address is
+	// accepted whichever device it came in on).
+	byAddr map[[4]byte]*link
+
+	// Trace, when set, is given to every packet the stack sends, so its
+	// walks (retransmissions included) are recorded, with frames when
+	// Trace.Capture is set.
+	Trace *trace.Trace
+
+	dirty  bool
+	closed bool
+	scratch []byte
+}
+
+// Attach returns the stack owning ns's sockets, creating it. A new stack's
+// random source (ISNs, ephemeral ports, TCP secrets) is seeded from the
+// world's seed and the namespace's name, so it does not depend on the order
+// stacks are attached in. The namespace's minimal sockets stop receiving:
+// a port nobody listens on in the stack is answered by the stack (RST, ICMP
+// port unreachable).
+func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
+	if ns.Engine() != w.Engine {
+		return nil, &Error{Op: "attach", Netns: ns.Name, Msg: "namespace belongs to another world"}
+	}
+	if s, ok := ns.SocketOwner().(*owner); ok {
+		return s.s, nil
+	}
+	if ns.SocketOwner() != nil {
+		return nil, &Error{Op: "attach", Netns: ns.Name, Msg: "namespace's sockets are owned by " + ns.SocketOwner().Name()}
+	}
+	d := driverFor(w.Engine)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := fnv.New64a()
+	h.Write([]byte(ns.Node + "/" + ns.Name))
+	seed := w.Seed ^ h.Sum64()
+	rng := randv2.NewChaCha8(seedBytes(seed))
+	s := &Stack{d: d, ns: ns, nics: map[*datapath.Device]*link{}, byAddr: map[[4]byte]*link{}}
+	s.st = stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+		Clock:              &clock{d: d},
+		RandSource:         rand.NewSource(int64(seed)),
+		SecureRNG:          rng,
+	})
+	// Linux defaults the stack would otherwise differ from.
+	sack := tcpip.TCPSACKEnabled(true)
+	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	s.tcp = s.st.TransportProtocolInstance(tcp.ProtocolNumber)
+	// The processors stay paused except inside a barrier.
+	s.tcp.Pause()
+	if err := s.syncLocked(); err != nil {
+		s.tcp.Resume()
+		s.st.Close()
+		return nil, err
+	}
+	d.stacks = append(d.stacks, s)
+	ns.SetSocketOwner(&owner{s: s})
+	return s, nil
+}
+
+// AttachPod is Attach for a pod's namespace.
+func AttachPod(w *sim.World, p *sim.Pod) (*Stack, error) { return Attach(w, p.Netns) }
+
+func seedBytes(seed uint64) [32]byte {
+	var b [32]byte
+	for i := range 4 {
+		x := seed + uint64(i)*0x9e3779b97f4a7c15
+		for j := range 8 {
+			b[i*8+j] = byte(x >> (8 * j))
+		}
+	}
+	return b
+}
+
+// Netns returns the namespace the stack owns the sockets of.
+func (s *Stack) Netns() *datapath.Netns { return s.ns }
+
+// barrier lets the TCP processors drain what was queued to them and parks
+// them again. Called with d.mu held.
+func (s *Stack) barrier() {
+	s.tcp.Resume()
+	s.tcp.Pause()
+}
+
+// syncLocked copies the namespace's devices, addresses and routes into the
+// gVisor stack.
+func (s *Stack) syncLocked() error {
+	for _, dev := range s.ns.Devices() {
+		if s.nics[dev] != nil {
+			continue
+		}
+		l := &link{s: s, dev: dev, id: tcpip.NICID(len(s.byDev) + 1)}
+		if err := s.st.CreateNICWithOptions(l.id, l, stack.NICOptions{Name: dev.Name}); err != nil {
+			return &Error{Op: "attach", Netns: s.ns.Name, Msg: "create NIC " + dev.Name + ": " + err.String()}
+		}
+		s.nics[dev] = l
+		s.byDev = append(s.byDev, l)
+	}
+	want := map[[4]byte]*link{}
+	for _, a := range s.ns.Addrs() {
+		if l := s.nics[a.Dev]; l != nil {
+			want[a.Prefix.Addr().As4()] = l
+		}
+	}
+	for a, l := range s.byAddr {
+		if want[a] != l {
+			s.st.RemoveAddress(l.id, tcpip.AddrFrom4(a))
+			delete(s.byAddr, a)
+		}
+	}
+	for _, a := range s.ns.Addrs() {
+		l := s.nics[a.Dev]
+		a4 := a.Prefix.Addr().As4()
+		if l == nil || s.byAddr[a4] == l {
+			continue
+		}
+		pa := tcpip.ProtocolAddress{Protocol: ipv4.ProtocolNumber, AddressWithPrefix: tcpip.AddressWithPrefix{
+			Address: tcpip.AddrFrom4(a4), PrefixLen: a.Prefix.Bits()}}
+		if err := s.st.AddProtocolAddress(l.id, pa, stack.AddressProperties{}); err != nil {
+			return &Error{Op: "attach", Netns: s.ns.Name, Msg: "add address " + a.Prefix.String() + ": " + err.String()}
+		}
+		s.byAddr[a4] = l
+	}
+	// Routes: the namespace's table, most specific first, plus the local
+	// addresses (the kernel's local table) so the stack sends traffic to
+	// itself into the namespace, which loops it back through lo.
+	var table []tcpip.Route
+	host := tcpip.MaskFromBytes([]byte{255, 255, 255, 255})
+	for _, a := range s.ns.Addrs() {
+		if l := s.byAddr[a.Prefix.Addr().As4()]; l != nil {
+			sn, _ := tcpip.NewSubnet(tcpip.AddrFrom4(a.Prefix.Addr().As4()), host)
+			table = append(table, tcpip.Route{Destination: sn, NIC: l.id})
+		}
+	}
+	if lo := s.nics[s.ns.Device("lo")]; lo != nil {
+		sn, _ := tcpip.NewSubnet(tcpip.AddrFrom4([4]byte{127, 0, 0, 0}), tcpip.MaskFromBytes([]byte{255, 0, 0, 0}))
+		table = append(table, tcpip.Route{Destination: sn, NIC: lo.id})
+	}
+	for _, r := range s.ns.Routes.List() {
+		if r.Type != route.Unicast {
+			continue
+		}
+		var l *link
+		for dev, x := range s.nics {
+			if dev.Index == r.Dev {
+				l = x
+			}
+		}
+		if l == nil {
+			continue
+		}
+		sn, err := tcpip.NewSubnet(tcpip.AddrFrom4(r.Dst.Masked().Addr().As4()), prefixMask(r.Dst))
+		if err != nil {
+			continue
+		}
+		rt := tcpip.Route{Destination: sn, NIC: l.id, MTU: 0}
+		if r.Gw.IsValid() {
+			rt.Gateway = tcpip.AddrFrom4(r.Gw.As4())
+		}
+		table = append(table, rt)
+	}
+	s.st.SetRouteTable(table)
+	return nil
+}
+
+func prefixMask(p netip.Prefix) tcpip.AddressMask {
+	var m [4]byte
+	for i := 0; i < p.Bits(); i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return tcpip.MaskFromBytes(m[:])
+}
+
+// owner is the namespace's datapath.SocketOwner: local delivery hands it
+// the stack's packets.
+type owner struct{ s *Stack }
+
+// Name implements datapath.SocketOwner.
+func (o *owner) Name() string { return "netstack" }
+
+// Deliver implements datapath.SocketOwner: the packet is copied into a
+// gVisor packet buffer and handed to the NIC of the device that holds its
+// destination address (or that it came in on), on the event loop.
+func (o *owner) Deliver(w *datapath.Walk, dev *datapath.Device, p *datapath.Packet) bool {
+	s := o.s
+	if s.closed {
+		return false
+	}
+	ip := p.IPv4()
+	l := s.byAddr[[4]byte(ip[16:20])]
+	if l == nil {
+		l = s.nics[dev]
+	}
+	if l == nil || l.disp == nil {
+		return false
+	}
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(ip)})
+	l.disp.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
+	pkt.DecRef()
+	p.Release()
+	s.dirty = true
+	return true
+}
+
+// link is the gVisor link endpoint of one device: IP packets without a link
+// header (the namespace's neighbour layer adds Ethernet), no offloads (the
+// stack computes and verifies every checksum), the device's MTU.
+type link struct {
+	s    *Stack
+	dev  *datapath.Device
+	id   tcpip.NICID
+	disp stack.NetworkDispatcher
+}
+
+var _ stack.LinkEndpoint = (*link)(nil)
+
+// MTU implements stack.LinkEndpoint: the device's current MTU.
+func (l *link) MTU() uint32 { return uint32(l.dev.MTU) }
+
+// SetMTU implements stack.LinkEndpoint; the MTU belongs to the device.
+func (l *link) SetMTU(uint32) {}
+
+// MaxHeaderLength implements stack.LinkEndpoint.
+func (l *link) MaxHeaderLength() uint16 { return 0 }
+
+// LinkAddress implements stack.LinkEndpoint.
+func (l *link) LinkAddress() tcpip.LinkAddress { return "" }
+
+// SetLinkAddress implements stack.LinkEndpoint.
+func (l *link) SetLinkAddress(tcpip.LinkAddress) {}
+
+// Capabilities implements stack.LinkEndpoint.
+func (l *link) Capabilities() stack.LinkEndpointCapabilities { return 0 }
+
+// Attach implements stack.LinkEndpoint.
+func (l *link) Attach(d stack.NetworkDispatcher) { l.disp = d }
+
+// IsAttached implements stack.LinkEndpoint.
+func (l *link) IsAttached() bool { return l.disp != nil }
+
+// Wait implements stack.LinkEndpoint.
+func (l *link) Wait() {}
+
+// ARPHardwareType implements stack.LinkEndpoint.
+func (l *link) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareNone }
+
+// AddHeader implements stack.LinkEndpoint.
+func (l *link) AddHeader(*stack.PacketBuffer) {}
+
+// ParseHeader implements stack.LinkEndpoint.
+func (l *link) ParseHeader(*stack.PacketBuffer) bool { return true }
+
+// Close implements stack.LinkEndpoint.
+func (l *link) Close() {}
+
+// SetOnCloseAction implements stack.LinkEndpoint.
+func (l *link) SetOnCloseAction(func()) {}
+
+// WritePackets implements stack.LinkEndpoint: each packet enters the
+// namespace's output path (OUTPUT, routing, POSTROUTING, neighbour) as a
+// locally generated packet, queued at the current virtual time in the order
+// the stack wrote them.
+func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	s := l.s
+	n := 0
+	for _, pkt := range pkts.AsSlice() {
+		b := s.scratch[:0]
+		for _, v := range pkt.AsSlices() {
+			b = append(b, v...)
+		}
+		s.scratch = b
+		p := s.ns.Engine().Pool.Get()
+		if !p.SetIPPacket(b) {
+			p.Release()
+			return n, &tcpip.ErrMessageTooLong{}
+		}
+		if s.Trace != nil {
+			p.Trace, p.ID = s.Trace, s.Trace.NewPacketID()
+		}
+		s.ns.SendPacket(p)
+		n++
+	}
+	return n, nil
+}
