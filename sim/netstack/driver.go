@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,47 @@ type driver struct {
 
 type driverKey struct{}
 
+// maxSettleRounds bounds one settle when goroutines outside the world
+// (another test's) keep the machine busy.
+const maxSettleRounds = 10000
+
+var idleChecks int
+
+var idleHook func()
+
+// driveMu lets one world at a time drive in a process, so two worlds'
+// drivers do not each see the other's goroutines as work in progress.
+var driveMu sync.Mutex
+
+// sched holds the scheduler metrics othersBusy reads (under driveMu).
+var sched = []metrics.Sample{
+	{Name: "/sched/goroutines/running:goroutines"},
+	{Name: "/sched/goroutines/runnable:goroutines"},
+}
+
+// othersBusy reports whether any goroutine besides the caller is running
+// or ready to run, from the scheduler's own counts: goroutines woken by
+// the last step (an application's reader, a server's handler, the
+// goroutines net/http hands work between) that have not reached their
+// next blocking point yet. A processor that is only spinning for work
+// (which a yield itself wakes) stops within microseconds, but on a loaded
+// machine its thread can be descheduled for milliseconds, so a running
+// count above one is polled for some 30 µs and then ignored: with GOMAXPROCS
+// above one, a goroutine running in parallel on another processor can be
+// missed (see the package documentation).
+func othersBusy() bool {
+	for range 64 {
+		metrics.Read(sched)
+		if sched[1].Value.Uint64() > 0 {
+			return true
+		}
+		if sched[0].Value.Uint64() <= 1 {
+			return false
+		}
+	}
+	return false
+}
+
 // driverFor returns the world's driver, creating it.
 func driverFor(e *datapath.Engine) *driver {
 	if d, ok := e.Value(driverKey{}).(*driver); ok {
@@ -72,14 +114,14 @@ func (d *driver) settle() {
 			}
 		}
 		a := d.activity.Load()
-		if !touched && a == d.seen {
+		if !touched && a == d.seen && !othersBusy() {
 			return
 		}
-		for quiet := 0; quiet < 2; {
+		for quiet, rounds := 0, 0; quiet < 2 && rounds < maxSettleRounds; rounds++ {
 			d.mu.Unlock()
 			runtime.Gosched()
 			d.mu.Lock()
-			if b := d.activity.Load(); b != a {
+			if b := d.activity.Load(); b != a || othersBusy() {
 				a, quiet = b, 0
 			} else {
 				quiet++
@@ -94,6 +136,10 @@ func (d *driver) settle() {
 // netstack call, so yield and sleep briefly a few times. It reports
 // whether anything moved.
 func (d *driver) idleCheck() bool {
+	idleChecks++
+	if idleHook != nil {
+		idleHook()
+	}
 	a := d.activity.Load()
 	for range 4 {
 		d.mu.Unlock()
@@ -123,6 +169,9 @@ func (d *driver) drive(done func() bool) error {
 	if limit == 0 {
 		limit = 1_000_000
 	}
+	// The caller may have just started goroutines (do's f) or written
+	// without waking anything: give them a turn before the first look.
+	d.kick = true
 	for n := 0; ; n++ {
 		d.settle()
 		if done() {
@@ -139,6 +188,18 @@ func (d *driver) drive(done func() bool) error {
 		}
 		d.e.Step()
 	}
+}
+
+// driveLocked is drive holding driveMu: d.mu is released while waiting for
+// another world's drive to end.
+func (d *driver) driveLocked(done func() bool) error {
+	if !driveMu.TryLock() {
+		d.mu.Unlock()
+		driveMu.Lock()
+		d.mu.Lock()
+	}
+	defer driveMu.Unlock()
+	return d.drive(done)
 }
 
 // release ends a drive and wakes foreground calls waiting to take over.
@@ -184,7 +245,7 @@ func (d *driver) do(f func(), onIdle func()) error {
 			continue
 		}
 		d.driving = true
-		err := d.drive(finished.Load)
+		err := d.driveLocked(finished.Load)
 		d.release()
 		if err == nil {
 			continue

@@ -83,6 +83,7 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 	// Linux defaults the stack would otherwise differ from.
 	sack := tcpip.TCPSACKEnabled(true)
 	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	s.st.SetPortRange(32768, 60999) // net.ipv4.ip_local_port_range
 	s.tcp = s.st.TransportProtocolInstance(tcp.ProtocolNumber)
 	// The processors stay paused except inside a barrier.
 	s.tcp.Pause()

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/kubewalk/kubewalk/sim/netstack"
+)
+
+// netstackWorld is the reference cluster with nginx-like servers in both
+// web pods and a gVisor stack in the client pod.
+func netstackWorld(b *testing.B) (*scenarios.Reference, *netstack.Stack) {
+	b.Helper()
+	r, err := scenarios.NewReference(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client, err := netstack.AttachPod(r.World, r.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pod := range r.Pods() {
+		if pod == r.Client {
+			continue
+		}
+		s, err := netstack.AttachPod(r.World, pod)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv, err := s.ServeHTTP(":80", netstack.NginxHandler(s))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { srv.Close() })
+	}
+	return r, client
+}
+
+func get(b *testing.B, c *http.Client, url string) {
+	resp, err := c.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		b.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatal(resp.Status)
+	}
+}
+
+// BenchmarkNetstackGETPersistent is one GET to the net/web ClusterIP over a
+// kept-alive connection: request, response and ACKs through the whole walk
+// (DNAT to a random endpoint, VXLAN when it is across nodes, un-DNAT).
+func BenchmarkNetstackGETPersistent(b *testing.B) {
+	_, client := netstackWorld(b)
+	c := client.HTTPClient(0)
+	get(b, c, "http://10.111.80.136/")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		get(b, c, "http://10.111.80.136/")
+	}
+}
+
+// BenchmarkNetstackGETFresh is one GET on a new connection each time:
+// handshake, request, response, close (FIN both ways).
+func BenchmarkNetstackGETFresh(b *testing.B) {
+	_, client := netstackWorld(b)
+	t := client.Transport()
+	t.DisableKeepAlives()
+	c := &http.Client{Transport: t}
+	get(b, c, "http://10.111.80.136/")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		get(b, c, "http://10.111.80.136/")
+	}
+}

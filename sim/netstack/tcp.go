@@ -1,0 +1,475 @@
+package netstack
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// TCPConn is a TCP connection of a Stack, a net.Conn. Its blocking calls
+// (Read, Write) drive the world when it is a foreground connection (one
+// from Dial) and nobody else drives; a background connection (one from
+// Accept, or dialled by the http.Transport of Stack.Transport) only waits
+// for whoever drives. Deadlines are on the world's clock.
+type TCPConn struct {
+	s            *Stack
+	ep           tcpip.Endpoint
+	wq           *waiter.Queue
+	fg           bool
+	laddr, raddr *net.TCPAddr
+	rd, wd       deadline
+	closed       chan struct{}
+}
+
+var _ net.Conn = (*TCPConn)(nil)
+
+// SetDriving makes the connection's blocking calls drive the world (true)
+// or only wait for another caller to (false).
+func (c *TCPConn) SetDriving(fg bool) {
+	c.s.d.mu.Lock()
+	c.fg = fg
+	c.s.d.mu.Unlock()
+}
+
+func (c *TCPConn) enter() {
+	c.s.d.activity.Add(1)
+	c.s.d.mu.Lock()
+}
+
+func (c *TCPConn) leave() {
+	c.s.dirty = true
+	c.s.d.mu.Unlock()
+	c.s.d.activity.Add(1)
+}
+
+func (c *TCPConn) opErr(op string, err error) error {
+	sc := ""
+	if op == "read" || op == "write" {
+		sc = op
+	}
+	return opError(op, "tcp", sc, c.laddr, c.raddr, err)
+}
+
+// Read implements net.Conn.
+func (c *TCPConn) Read(b []byte) (int, error) {
+	c.enter()
+	defer c.leave()
+	for {
+		if isClosed(c.closed) {
+			return 0, c.opErr("read", net.ErrClosed)
+		}
+		if c.rd.passed() {
+			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+		}
+		w := tcpip.SliceWriter(b)
+		res, err := c.ep.Read(&w, tcpip.ReadOptions{})
+		switch err.(type) {
+		case nil:
+			return res.Count, nil
+		case *tcpip.ErrClosedForReceive:
+			return 0, io.EOF
+		case *tcpip.ErrWouldBlock:
+		default:
+			return 0, c.opErr("read", errno(err))
+		}
+		if len(b) == 0 {
+			return 0, nil
+		}
+		werr := c.s.wait(c.fg, c.wq, waiter.ReadableEvents, &c.rd, c.closed, func() bool {
+			return c.ep.Readiness(waiter.ReadableEvents) != 0
+		})
+		if werr != nil && werr != errWaitClosed {
+			return 0, c.opErr("read", werr)
+		}
+	}
+}
+
+// Write implements net.Conn.
+func (c *TCPConn) Write(b []byte) (int, error) {
+	c.enter()
+	defer c.leave()
+	n := 0
+	for {
+		if isClosed(c.closed) {
+			return n, c.opErr("write", net.ErrClosed)
+		}
+		if c.wd.passed() {
+			return n, c.opErr("write", os.ErrDeadlineExceeded)
+		}
+		r := bytes.NewReader(b[n:])
+		m, err := c.ep.Write(r, tcpip.WriteOptions{})
+		n += int(m)
+		switch err.(type) {
+		case nil:
+			if n == len(b) {
+				return n, nil
+			}
+			continue
+		case *tcpip.ErrWouldBlock:
+		default:
+			return n, c.opErr("write", errno(err))
+		}
+		c.s.dirty = true
+		werr := c.s.wait(c.fg, c.wq, waiter.WritableEvents, &c.wd, c.closed, func() bool {
+			return c.ep.Readiness(waiter.WritableEvents) != 0
+		})
+		if werr != nil && werr != errWaitClosed {
+			return n, c.opErr("write", werr)
+		}
+	}
+}
+
+// Close implements net.Conn: the socket is closed as close(2) does (FIN,
+// or RST when unread data is left).
+func (c *TCPConn) Close() error {
+	c.enter()
+	defer c.leave()
+	if isClosed(c.closed) {
+		return c.opErr("close", net.ErrClosed)
+	}
+	close(c.closed)
+	c.ep.Close()
+	return nil
+}
+
+// CloseWrite shuts down the sending side (shutdown(SHUT_WR)): a FIN.
+func (c *TCPConn) CloseWrite() error {
+	c.enter()
+	defer c.leave()
+	if err := c.ep.Shutdown(tcpip.ShutdownWrite); err != nil {
+		return c.opErr("close", errno(err))
+	}
+	return nil
+}
+
+// LocalAddr implements net.Conn.
+func (c *TCPConn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr implements net.Conn.
+func (c *TCPConn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline implements net.Conn, on the world's clock.
+func (c *TCPConn) SetDeadline(t time.Time) error {
+	c.enter()
+	defer c.leave()
+	c.rd.set(c.s.d, t)
+	c.wd.set(c.s.d, t)
+	return nil
+}
+
+// SetReadDeadline implements net.Conn, on the world's clock.
+func (c *TCPConn) SetReadDeadline(t time.Time) error {
+	c.enter()
+	defer c.leave()
+	c.rd.set(c.s.d, t)
+	return nil
+}
+
+// SetWriteDeadline implements net.Conn, on the world's clock.
+func (c *TCPConn) SetWriteDeadline(t time.Time) error {
+	c.enter()
+	defer c.leave()
+	c.wd.set(c.s.d, t)
+	return nil
+}
+
+// SetKeepAlive turns TCP keepalive on or off (SO_KEEPALIVE).
+func (c *TCPConn) SetKeepAlive(on bool) error {
+	c.enter()
+	defer c.leave()
+	c.ep.SocketOptions().SetKeepAlive(on)
+	return nil
+}
+
+// SetKeepAliveConfig sets the keepalive idle time, probe interval and probe
+// count (TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT) and turns keepalive on
+// when cfg.Enable is set. Zero fields keep their values (Linux: 7200 s,
+// 75 s, 9).
+func (c *TCPConn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
+	c.enter()
+	defer c.leave()
+	if cfg.Idle > 0 {
+		o := tcpip.KeepaliveIdleOption(cfg.Idle)
+		if err := c.ep.SetSockOpt(&o); err != nil {
+			return c.opErr("set", errno(err))
+		}
+	}
+	if cfg.Interval > 0 {
+		o := tcpip.KeepaliveIntervalOption(cfg.Interval)
+		if err := c.ep.SetSockOpt(&o); err != nil {
+			return c.opErr("set", errno(err))
+		}
+	}
+	if cfg.Count > 0 {
+		if err := c.ep.SetSockOptInt(tcpip.KeepaliveCountOption, cfg.Count); err != nil {
+			return c.opErr("set", errno(err))
+		}
+	}
+	c.ep.SocketOptions().SetKeepAlive(cfg.Enable)
+	return nil
+}
+
+// acceptedConn is a connection from Accept. It has no CloseWrite, so
+// net/http's server closes it without its 500 ms wall-clock wait for the
+// client's ACK (closeWriteAndWait), which virtual time cannot shorten.
+type acceptedConn struct{ c *TCPConn }
+
+func (a acceptedConn) Read(b []byte) (int, error)         { return a.c.Read(b) }
+func (a acceptedConn) Write(b []byte) (int, error)        { return a.c.Write(b) }
+func (a acceptedConn) Close() error                       { return a.c.Close() }
+func (a acceptedConn) LocalAddr() net.Addr                { return a.c.laddr }
+func (a acceptedConn) RemoteAddr() net.Addr               { return a.c.raddr }
+func (a acceptedConn) SetDeadline(t time.Time) error      { return a.c.SetDeadline(t) }
+func (a acceptedConn) SetReadDeadline(t time.Time) error  { return a.c.SetReadDeadline(t) }
+func (a acceptedConn) SetWriteDeadline(t time.Time) error { return a.c.SetWriteDeadline(t) }
+
+// TCP returns the underlying connection.
+func (a acceptedConn) TCP() *TCPConn { return a.c }
+
+// Listener is a listening TCP socket of a Stack, a net.Listener. Accept is
+// a background wait (it never drives the world), so a server can run in
+// its own goroutine.
+type Listener struct {
+	s      *Stack
+	ep     tcpip.Endpoint
+	wq     *waiter.Queue
+	addr   *net.TCPAddr
+	fg     bool
+	closed chan struct{}
+}
+
+var _ net.Listener = (*Listener)(nil)
+
+// SetDriving makes Accept drive the world (for a test that accepts on its
+// own goroutine).
+func (l *Listener) SetDriving(fg bool) {
+	l.s.d.mu.Lock()
+	l.fg = fg
+	l.s.d.mu.Unlock()
+}
+
+// Accept implements net.Listener. The connection it returns is a
+// background one.
+func (l *Listener) Accept() (net.Conn, error) {
+	d := l.s.d
+	d.activity.Add(1)
+	d.mu.Lock()
+	defer func() {
+		l.s.dirty = true
+		d.mu.Unlock()
+		d.activity.Add(1)
+	}()
+	for {
+		if isClosed(l.closed) {
+			return nil, opError("accept", "tcp", "", nil, l.addr, net.ErrClosed)
+		}
+		var peer tcpip.FullAddress
+		nep, nwq, err := l.ep.Accept(&peer)
+		switch err.(type) {
+		case nil:
+			c := l.s.newTCPConn(nep, nwq, false)
+			return acceptedConn{c}, nil
+		case *tcpip.ErrWouldBlock:
+		default:
+			return nil, opError("accept", "tcp", "accept", nil, l.addr, errno(err))
+		}
+		werr := l.s.wait(l.fg, l.wq, waiter.ReadableEvents, nil, l.closed, func() bool {
+			return l.ep.Readiness(waiter.ReadableEvents) != 0
+		})
+		if werr != nil && werr != errWaitClosed {
+			return nil, opError("accept", "tcp", "", nil, l.addr, werr)
+		}
+	}
+}
+
+// Close implements net.Listener.
+func (l *Listener) Close() error {
+	d := l.s.d
+	d.activity.Add(1)
+	d.mu.Lock()
+	defer func() {
+		l.s.dirty = true
+		d.mu.Unlock()
+		d.activity.Add(1)
+	}()
+	if isClosed(l.closed) {
+		return opError("close", "tcp", "", nil, l.addr, net.ErrClosed)
+	}
+	close(l.closed)
+	l.ep.Close()
+	return nil
+}
+
+// Addr implements net.Listener.
+func (l *Listener) Addr() net.Addr { return l.addr }
+
+func (s *Stack) newTCPConn(ep tcpip.Endpoint, wq *waiter.Queue, fg bool) *TCPConn {
+	c := &TCPConn{s: s, ep: ep, wq: wq, fg: fg, closed: make(chan struct{})}
+	if a, err := ep.GetLocalAddress(); err == nil {
+		c.laddr = tcpAddr(a)
+	}
+	if a, err := ep.GetRemoteAddress(); err == nil {
+		c.raddr = tcpAddr(a)
+	}
+	return c
+}
+
+func tcpAddr(a tcpip.FullAddress) *net.TCPAddr {
+	b := a.Addr.As4()
+	return &net.TCPAddr{IP: net.IPv4(b[0], b[1], b[2], b[3]).To4(), Port: int(a.Port)}
+}
+
+// parseAddr parses "host:port" where host is an IPv4 address or empty.
+func parseAddr(op, network, address string) (netip.Addr, uint16, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return netip.Addr{}, 0, &net.OpError{Op: op, Net: network, Err: err}
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.Addr{}, 0, &net.OpError{Op: op, Net: network, Err: &net.AddrError{Err: "invalid port", Addr: address}}
+	}
+	if host == "" {
+		return netip.IPv4Unspecified(), uint16(p), nil
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, 0, &net.OpError{Op: op, Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
+	}
+	if !a.Is4() {
+		return netip.Addr{}, 0, &net.OpError{Op: op, Net: network, Err: &net.AddrError{Err: "IPv6 is not modelled", Addr: host}}
+	}
+	return a, uint16(p), nil
+}
+
+// Dial connects to address on the named network ("tcp", "tcp4", "udp",
+// "udp4"), as net.Dial does, from the stack's namespace. The connection is
+// a foreground one: its blocking calls drive the world. Dial blocks until
+// the handshake completes or fails (connection refused, no route to host,
+// timed out after the SYN retries), in virtual time.
+func (s *Stack) Dial(network, address string) (net.Conn, error) {
+	return s.DialContext(context.Background(), network, address)
+}
+
+// DialContext is Dial with a context; the context's deadline is read on the
+// world's clock (relative to the wall clock when the call starts).
+func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	return s.dial(ctx, network, address, true)
+}
+
+func (s *Stack) dial(ctx context.Context, network, address string, fg bool) (net.Conn, error) {
+	switch network {
+	case "tcp", "tcp4":
+		return s.dialTCP(ctx, network, address, fg)
+	case "udp", "udp4":
+		return s.dialUDP(network, address, fg)
+	}
+	return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
+}
+
+func (s *Stack) dialTCP(ctx context.Context, network, address string, fg bool) (net.Conn, error) {
+	a, port, err := parseAddr("dial", network, address)
+	if err != nil {
+		return nil, err
+	}
+	raddr := &net.TCPAddr{IP: net.IP(a.AsSlice()), Port: int(port)}
+	d := s.d
+	d.activity.Add(1)
+	d.mu.Lock()
+	defer func() {
+		s.dirty = true
+		d.mu.Unlock()
+		d.activity.Add(1)
+	}()
+	if err := s.syncLocked(); err != nil {
+		return nil, err
+	}
+	wq := &waiter.Queue{}
+	ep, terr := s.st.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	if terr != nil {
+		return nil, opError("dial", network, "socket", nil, raddr, errno(terr))
+	}
+	var dl deadline
+	if t, ok := ctx.Deadline(); ok {
+		dl.set(d, t)
+	}
+	terr = ep.Connect(tcpip.FullAddress{Addr: tcpip.AddrFrom4(a.As4()), Port: port})
+	if _, ok := terr.(*tcpip.ErrConnectStarted); ok {
+		s.dirty = true
+		werr := s.wait(fg, wq, waiter.WritableEvents|waiter.EventHUp|waiter.EventErr, &dl, ctx.Done(), func() bool {
+			return ep.Readiness(waiter.WritableEvents|waiter.EventHUp|waiter.EventErr) != 0
+		})
+		if dl.t != nil {
+			dl.t.Stop()
+		}
+		if werr != nil {
+			ep.Close()
+			if werr == errWaitClosed {
+				return nil, opError("dial", network, "", nil, raddr, ctx.Err())
+			}
+			return nil, opError("dial", network, "", nil, raddr, werr)
+		}
+		terr = ep.LastError()
+	}
+	if terr != nil {
+		ep.Close()
+		return nil, opError("dial", network, "connect", nil, raddr, errno(terr))
+	}
+	return s.newTCPConn(ep, wq, fg), nil
+}
+
+// Listen announces on the local address ("tcp", ":80" or "10.244.1.3:80"),
+// as net.Listen does, in the stack's namespace.
+func (s *Stack) Listen(network, address string) (net.Listener, error) {
+	switch network {
+	case "tcp", "tcp4":
+	default:
+		return nil, &net.OpError{Op: "listen", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	a, port, err := parseAddr("listen", network, address)
+	if err != nil {
+		return nil, err
+	}
+	d := s.d
+	d.mu.Lock()
+	defer func() {
+		s.dirty = true
+		d.mu.Unlock()
+	}()
+	if err := s.syncLocked(); err != nil {
+		return nil, err
+	}
+	laddr := &net.TCPAddr{IP: net.IP(a.AsSlice()), Port: int(port)}
+	wq := &waiter.Queue{}
+	ep, terr := s.st.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, wq)
+	if terr != nil {
+		return nil, opError("listen", network, "socket", nil, laddr, errno(terr))
+	}
+	ep.SocketOptions().SetReuseAddress(true) // as Go's net.Listen sets SO_REUSEADDR
+	full := tcpip.FullAddress{Port: port}
+	if !a.IsUnspecified() {
+		full.Addr = tcpip.AddrFrom4(a.As4())
+	}
+	if terr := ep.Bind(full); terr != nil {
+		ep.Close()
+		return nil, opError("listen", network, "bind", nil, laddr, errno(terr))
+	}
+	if terr := ep.Listen(4096); terr != nil {
+		ep.Close()
+		return nil, opError("listen", network, "listen", nil, laddr, errno(terr))
+	}
+	if la, err := ep.GetLocalAddress(); err == nil {
+		laddr.Port = int(la.Port)
+	}
+	return &Listener{s: s, ep: ep, wq: wq, addr: laddr, closed: make(chan struct{})}, nil
+}

@@ -1,0 +1,147 @@
+package netstack
+
+import (
+	"os"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// deadline is a read or write deadline on the world's clock. A deadline
+// given as a time.Time (net.Conn's SetDeadline, a context's deadline) is
+// read relative to the wall clock when it is set and rounded up to the
+// millisecond: t = time.Now().Add(5*time.Second) expires after exactly 5 s
+// of virtual time (as long as less than a millisecond of wall-clock time
+// passed between computing t and setting it).
+type deadline struct {
+	t       *vtimer
+	expired bool
+	ch      chan struct{} // closed when the deadline passes
+}
+
+// set arms the deadline. Called with d.mu held.
+func (dl *deadline) set(d *driver, at time.Time) {
+	if dl.t != nil {
+		dl.t.Stop()
+	}
+	if dl.expired || dl.ch == nil {
+		dl.ch = make(chan struct{})
+	}
+	dl.expired = false
+	if at.IsZero() {
+		return
+	}
+	in := untilVirtual(at)
+	if in <= 0 {
+		dl.expire(d)
+		return
+	}
+	dl.setAfter(d, in)
+}
+
+// setAfter arms the deadline to pass after in of virtual time.
+func (dl *deadline) setAfter(d *driver, in time.Duration) {
+	if dl.ch == nil || dl.expired {
+		dl.ch = make(chan struct{})
+		dl.expired = false
+	}
+	if dl.t == nil {
+		dl.t = &vtimer{d: d, f: func() { dl.expire(d) }}
+	}
+	dl.t.Reset(in)
+}
+
+func (dl *deadline) expire(d *driver) {
+	if dl.expired {
+		return
+	}
+	dl.expired = true
+	if dl.ch == nil {
+		dl.ch = make(chan struct{})
+	}
+	close(dl.ch)
+	d.kick = true
+}
+
+func (dl *deadline) done() <-chan struct{} {
+	if dl == nil {
+		return nil
+	}
+	return dl.ch
+}
+
+func (dl *deadline) passed() bool { return dl != nil && dl.expired }
+
+func isClosed(c <-chan struct{}) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// errWaitClosed is returned by wait when stop is closed.
+var errWaitClosed = &Error{Op: "wait", Msg: "closed"}
+
+// wait blocks until ready (called with d.mu held) reports true and returns
+// nil, or returns os.ErrDeadlineExceeded when dl passes, errWaitClosed when
+// stop is closed, or an *IdleError when nothing left in the world can make
+// ready true. A foreground wait (fg) drives the world itself when nobody
+// else does; a background one (a server's Accept, the reads of an
+// http.Transport's connections) only waits for the driver. Called and
+// returns with d.mu held.
+func (s *Stack) wait(fg bool, q *waiter.Queue, mask waiter.EventMask, dl *deadline, stop <-chan struct{}, ready func() bool) error {
+	d := s.d
+	e, ch := waiter.NewChannelEntry(mask)
+	q.EventRegister(&e)
+	defer q.EventUnregister(&e)
+	for {
+		if ready() {
+			return nil
+		}
+		if dl.passed() {
+			return os.ErrDeadlineExceeded
+		}
+		if isClosed(stop) {
+			return errWaitClosed
+		}
+		if fg && !d.driving {
+			d.driving = true
+			err := d.driveLocked(func() bool { return ready() || dl.passed() || isClosed(stop) })
+			d.release()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var rel chan struct{}
+		if fg {
+			rel = d.released
+		}
+		dch := dl.done()
+		d.mu.Unlock()
+		d.activity.Add(1)
+		select {
+		case <-ch:
+		case <-dch:
+		case <-stop:
+		case <-rel:
+		}
+		d.activity.Add(1)
+		d.mu.Lock()
+	}
+}
+
+// untilVirtual converts a wall-clock deadline to a virtual delay, rounded
+// up to the millisecond.
+func untilVirtual(at time.Time) time.Duration {
+	in := time.Until(at)
+	if in <= 0 {
+		return in
+	}
+	return (in + time.Millisecond - 1).Truncate(time.Millisecond)
+}
