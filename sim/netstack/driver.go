@@ -153,6 +153,33 @@ func (d *driver) idleCheck() bool {
 	return false
 }
 
+// parallelCheck is the look before the clock moves on when goroutines can
+// run in parallel (GOMAXPROCS > 1): it waits, for at most 2 ms of wall-clock
+// time, until the scheduler shows no goroutine but the caller running or
+// ready three times in a row, releasing the world lock between looks so a
+// goroutine spinning for it gets in. It reports whether anything moved.
+func (d *driver) parallelCheck() bool {
+	a := d.activity.Load()
+	until := time.Now().Add(2 * time.Millisecond)
+	for quiet := 0; quiet < 3 && time.Now().Before(until); {
+		d.mu.Unlock()
+		metrics.Read(sched)
+		if sched[1].Value.Uint64() > 0 {
+			runtime.Gosched()
+			quiet = 0
+		} else if sched[0].Value.Uint64() > 1 {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		d.mu.Lock()
+		if d.activity.Load() != a || d.anyDirty() {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *driver) anyDirty() bool {
 	for _, s := range d.stacks {
 		if s.dirty {
@@ -177,11 +204,15 @@ func (d *driver) drive(done func() bool) error {
 		if done() {
 			return nil
 		}
-		if _, ok := d.e.NextAt(); !ok {
+		next, ok := d.e.NextAt()
+		if !ok {
 			if d.idleCheck() {
 				continue
 			}
 			return &IdleError{At: d.e.Now()}
+		}
+		if next > d.e.Now() && runtime.GOMAXPROCS(0) > 1 && d.parallelCheck() {
+			continue
 		}
 		if n >= limit {
 			return &datapath.ErrEventLimit{Events: n, At: d.e.Now()}
@@ -268,4 +299,17 @@ func (d *driver) do(f func(), onIdle func()) error {
 		d.mu.Lock()
 	}
 	return idle
+}
+
+// lock takes the world lock for a call from outside the driver, counted as
+// activity so a settling driver waits for it.
+func (d *driver) lock() {
+	d.activity.Add(1)
+	d.mu.Lock()
+}
+
+// unlock releases the world lock taken by lock.
+func (d *driver) unlock() {
+	d.mu.Unlock()
+	d.activity.Add(1)
 }

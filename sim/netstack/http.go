@@ -75,20 +75,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var timedOut bool
 	var tm *vtimer
 	if t.Timeout > 0 {
-		d.mu.Lock()
+		d.lock()
 		tm = &vtimer{d: d, f: func() { timedOut = true; cancel() }}
 		tm.Reset(t.Timeout)
-		d.mu.Unlock()
+		d.unlock()
 	}
 	var resp *http.Response
 	var err error
 	idle := d.do(func() { resp, err = t.inner.RoundTrip(req.WithContext(ctx)) }, cancel)
-	d.mu.Lock()
+	d.lock()
 	if tm != nil {
 		tm.Stop()
 	}
 	to := timedOut
-	d.mu.Unlock()
+	d.unlock()
 	switch {
 	case to:
 		if resp != nil {

@@ -3,8 +3,10 @@ package netstack_test
 import (
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
+	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim/netstack"
 	"github.com/stretchr/testify/require"
@@ -37,16 +39,100 @@ func newWeb(t testing.TB, seed uint64) *web {
 	return w
 }
 
-func TestGetClusterIP(t *testing.T) {
-	w := newWeb(t, 1)
-	c := w.client.HTTPClient(0)
-	resp, err := c.Get("http://10.111.80.136/")
+// onlyWeb2 deletes net/web-1, so net/web's one endpoint is across nodes
+// from the client.
+func (w *web) onlyWeb2(t testing.TB) {
+	t.Helper()
+	w.srv1.Close()
+	require.NoError(t, w.DeletePod("net", "web-1"))
+}
+
+func getBody(t testing.TB, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
 	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
+	return resp, string(b)
+}
+
+// find returns the observations of tr at stage with action, whose detail
+// or summary contains sub.
+func find(tr *trace.Trace, stage string, a trace.Action, sub string) []trace.Observation {
+	return tr.Find(func(o *trace.Observation) bool {
+		return o.Stage == stage && o.Action == a && (strings.Contains(o.Detail, sub) || strings.Contains(o.Summary, sub) ||
+			strings.Contains(o.After, sub))
+	})
+}
+
+func TestGetClusterIPAcrossNodes(t *testing.T) {
+	w := newWeb(t, 1)
+	w.onlyWeb2(t)
+	tr := &trace.Trace{}
+	w.client.Trace, w.web2.Trace = tr, tr
+	resp, body := getBody(t, w.client.HTTPClient(0), "http://10.111.80.136/")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, string(body), "<title>Welcome to nginx!</title>")
+	require.Contains(t, body, "<title>Welcome to nginx!</title>")
 	require.Equal(t, netstack.NginxVersion, resp.Header.Get("Server"))
-	t.Log(w.World.Now(), resp.Header)
+	require.Equal(t, "Thu, 01 Jan 2026 00:00:00 GMT", resp.Header.Get("Date"), "Date is the virtual clock")
+
+	web2 := w.Web2.IP.String()
+	// DNAT on cka-w1 to the endpoint on cka-w2, VXLAN both ways, and the
+	// reply un-DNATed back to the ClusterIP before it reaches the client.
+	require.NotEmpty(t, find(tr, "nat/PREROUTING", trace.Rewritten, "> "+web2+":80"), "DNAT to web-2")
+	require.NotEmpty(t, tr.Find(func(o *trace.Observation) bool {
+		return o.Node == "cka-w1" && o.Device == "flannel.1" && o.Action == trace.Encapsulated
+	}), "VXLAN from cka-w1")
+	require.NotEmpty(t, tr.Find(func(o *trace.Observation) bool {
+		return o.Node == "cka-w2" && o.Device == "flannel.1" && o.Action == trace.Encapsulated
+	}), "VXLAN back from cka-w2")
+	delivered := tr.Find(func(o *trace.Observation) bool {
+		return o.Netns == "net/client" && o.Stage == "socket" && o.Action == trace.Delivered
+	})
+	require.NotEmpty(t, delivered)
+	for _, o := range delivered {
+		require.True(t, strings.HasPrefix(o.Summary, "10.111.80.136.80 > "), "reply un-DNATed: %s", o.Summary)
+	}
+}
+
+func TestGetNodePortFromOutside(t *testing.T) {
+	w := newWeb(t, 1)
+	for _, node := range []string{"192.168.122.11", "192.168.122.21", "192.168.122.22"} {
+		out, errOut, code := netstack.Wget(w.World, w.Outside.Netns, "http://"+node+":30080/")
+		require.Equal(t, 0, code, errOut)
+		require.Empty(t, errOut)
+		require.Contains(t, out, "<title>Welcome to nginx!</title>", node)
+	}
+}
+
+func TestGetPersistentConnection(t *testing.T) {
+	w := newWeb(t, 1)
+	tr := &trace.Trace{}
+	w.client.Trace = tr
+	c := w.client.HTTPClient(0)
+	for range 3 {
+		resp, body := getBody(t, c, "http://10.111.80.136/")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, body, "Welcome to nginx!")
+	}
+	syns := tr.Find(func(o *trace.Observation) bool {
+		return o.Netns == "net/client" && o.Stage == "route" && strings.Contains(o.Summary, "Flags [S]")
+	})
+	require.Len(t, syns, 1, "three GETs over one kept-alive connection")
+}
+
+func TestNginxNotFound(t *testing.T) {
+	w := newWeb(t, 1)
+	resp, body := getBody(t, w.client.HTTPClient(0), "http://10.111.80.136/missing")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, body, "<title>404 Not Found</title>")
+	out, errOut, code := netstack.Wget(w.World, w.Client.Netns, "http://10.111.80.136/missing")
+	require.Equal(t, 1, code)
+	require.Empty(t, out)
+	require.Equal(t, "wget: server returned error: HTTP/1.1 404 Not Found\n", errOut)
+}
+
+func netstackWget(w *web, url string) (string, string, int) {
+	return netstack.Wget(w.World, w.Client.Netns, url)
 }

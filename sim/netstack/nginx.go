@@ -51,8 +51,8 @@ type nginx struct {
 }
 
 func (n *nginx) now() time.Time {
-	n.s.d.mu.Lock()
-	defer n.s.d.mu.Unlock()
+	n.s.d.lock()
+	defer n.s.d.unlock()
 	return Epoch.Add(n.s.d.e.Now())
 }
 

@@ -66,8 +66,8 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 		return nil, &Error{Op: "attach", Netns: ns.Name, Msg: "namespace's sockets are owned by " + ns.SocketOwner().Name()}
 	}
 	d := driverFor(w.Engine)
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lock()
+	defer d.unlock()
 	h := fnv.New64a()
 	h.Write([]byte(ns.Node + "/" + ns.Name))
 	seed := w.Seed ^ h.Sum64()

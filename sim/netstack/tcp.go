@@ -36,19 +36,19 @@ var _ net.Conn = (*TCPConn)(nil)
 // SetDriving makes the connection's blocking calls drive the world (true)
 // or only wait for another caller to (false).
 func (c *TCPConn) SetDriving(fg bool) {
-	c.s.d.mu.Lock()
+	c.s.d.lock()
 	c.fg = fg
-	c.s.d.mu.Unlock()
+	c.s.d.unlock()
 }
 
 func (c *TCPConn) enter() {
 	c.s.d.activity.Add(1)
-	c.s.d.mu.Lock()
+	c.s.d.lock()
 }
 
 func (c *TCPConn) leave() {
 	c.s.dirty = true
-	c.s.d.mu.Unlock()
+	c.s.d.unlock()
 	c.s.d.activity.Add(1)
 }
 
@@ -253,9 +253,9 @@ var _ net.Listener = (*Listener)(nil)
 // SetDriving makes Accept drive the world (for a test that accepts on its
 // own goroutine).
 func (l *Listener) SetDriving(fg bool) {
-	l.s.d.mu.Lock()
+	l.s.d.lock()
 	l.fg = fg
-	l.s.d.mu.Unlock()
+	l.s.d.unlock()
 }
 
 // Accept implements net.Listener. The connection it returns is a
@@ -263,10 +263,10 @@ func (l *Listener) SetDriving(fg bool) {
 func (l *Listener) Accept() (net.Conn, error) {
 	d := l.s.d
 	d.activity.Add(1)
-	d.mu.Lock()
+	d.lock()
 	defer func() {
 		l.s.dirty = true
-		d.mu.Unlock()
+		d.unlock()
 		d.activity.Add(1)
 	}()
 	for {
@@ -296,10 +296,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) Close() error {
 	d := l.s.d
 	d.activity.Add(1)
-	d.mu.Lock()
+	d.lock()
 	defer func() {
 		l.s.dirty = true
-		d.mu.Unlock()
+		d.unlock()
 		d.activity.Add(1)
 	}()
 	if isClosed(l.closed) {
@@ -385,10 +385,10 @@ func (s *Stack) dialTCP(ctx context.Context, network, address string, fg bool) (
 	raddr := &net.TCPAddr{IP: net.IP(a.AsSlice()), Port: int(port)}
 	d := s.d
 	d.activity.Add(1)
-	d.mu.Lock()
+	d.lock()
 	defer func() {
 		s.dirty = true
-		d.mu.Unlock()
+		d.unlock()
 		d.activity.Add(1)
 	}()
 	if err := s.syncLocked(); err != nil {
@@ -441,10 +441,10 @@ func (s *Stack) Listen(network, address string) (net.Listener, error) {
 		return nil, err
 	}
 	d := s.d
-	d.mu.Lock()
+	d.lock()
 	defer func() {
 		s.dirty = true
-		d.mu.Unlock()
+		d.unlock()
 	}()
 	if err := s.syncLocked(); err != nil {
 		return nil, err

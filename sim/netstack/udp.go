@@ -35,19 +35,19 @@ var (
 // SetDriving makes the socket's blocking calls drive the world (true) or
 // only wait for another caller to (false).
 func (c *UDPConn) SetDriving(fg bool) {
-	c.s.d.mu.Lock()
+	c.s.d.lock()
 	c.fg = fg
-	c.s.d.mu.Unlock()
+	c.s.d.unlock()
 }
 
 func (c *UDPConn) enter() {
 	c.s.d.activity.Add(1)
-	c.s.d.mu.Lock()
+	c.s.d.lock()
 }
 
 func (c *UDPConn) leave() {
 	c.s.dirty = true
-	c.s.d.mu.Unlock()
+	c.s.d.unlock()
 	c.s.d.activity.Add(1)
 }
 
@@ -183,10 +183,10 @@ func (c *UDPConn) SetWriteDeadline(t time.Time) error {
 func (s *Stack) newUDP(network, op string, laddr, raddr *net.UDPAddr, fg bool) (*UDPConn, error) {
 	d := s.d
 	d.activity.Add(1)
-	d.mu.Lock()
+	d.lock()
 	defer func() {
 		s.dirty = true
-		d.mu.Unlock()
+		d.unlock()
 		d.activity.Add(1)
 	}()
 	if err := s.syncLocked(); err != nil {

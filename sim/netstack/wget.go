@@ -186,9 +186,9 @@ type idleReader struct {
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {
-	r.d.mu.Lock()
+	r.d.lock()
 	r.c.rd.setAfter(r.d, WgetTimeout)
-	r.d.mu.Unlock()
+	r.d.unlock()
 	n, err := r.c.Read(p)
 	if err != nil && err != io.EOF {
 		if isTimeout(err) {

@@ -1,0 +1,117 @@
+// Package netstack runs real applications in the simulated network: a
+// gVisor TCP/IP stack (gvisor.dev/gvisor/pkg/tcpip) owns the sockets of a
+// pod's, a node's or an outside host's namespace, and Go code talks through
+// it with the standard library's types: net.Conn from Stack.Dial (TCP and
+// UDP), net.Listener from Stack.Listen, net.PacketConn from
+// Stack.ListenPacket, an http.RoundTripper and http.Client from
+// Stack.Transport and Stack.HTTPClient, an http.Server from
+// Stack.ServeHTTP. NginxHandler answers like the nginx image's default
+// server; Wget is busybox's `wget -qO- URL`.
+//
+//	r, _ := scenarios.NewReference(1)
+//	web, _ := netstack.AttachPod(r.World, r.Web2)
+//	web.ServeHTTP(":80", netstack.NginxHandler(web))
+//	client, _ := netstack.AttachPod(r.World, r.Client)
+//	resp, err := client.HTTPClient(0).Get("http://10.111.80.136/")
+//
+// # Where the stack sits
+//
+// The namespace keeps doing everything below the socket layer: devices,
+// bridge, netfilter and conntrack, routing, ARP, VXLAN. Local delivery hands
+// the stack every TCP and UDP packet and every ICMP message except echo
+// requests (datapath.SocketOwner); what the stack writes enters the
+// namespace's output path as locally generated packets (OUTPUT, routing,
+// POSTROUTING, neighbour). The stack's picture of the namespace is the
+// namespace's own: one gVisor NIC per device with the device's MTU (read
+// live, so the MSS behind flannel is 1450-40 = 1410), the device's
+// addresses, and the namespace's routing table, copied again at every
+// Dial, Listen and ListenPacket. ISNs, ephemeral ports (32768-60999) and
+// TCP secrets come from a random source seeded by the world's seed and the
+// namespace's name.
+//
+// # Time
+//
+// Every gVisor timer (retransmission, delayed ACK, keepalive, TIME-WAIT,
+// SYN retries) is an event on the world's queue, fired in (time, sequence)
+// order on the event loop; net.Conn deadlines, Transport.Timeout and
+// busybox wget's -T are on the world's clock too. A test that waits out a
+// 127-second SYN timeout or a day of idle connection takes milliseconds. A
+// deadline passed as a time.Time is read relative to the wall clock when it
+// is set, rounded up to the millisecond. http.Client.Timeout and
+// context deadlines set long before use count wall-clock time: use
+// Transport.Timeout.
+//
+// # Who runs the world
+//
+// Nothing runs the world in the background. A blocking call on a
+// foreground socket (from Dial) or on the Transport drives the world on the
+// caller's goroutine until the call can complete: it runs the world's
+// events one at a time and, after each, brings the stacks and the
+// goroutines they woke to rest (see below). Background sockets (a
+// listener's Accept and the connections it returns, ListenPacket sockets,
+// the Transport's own connections) only wait for whoever drives, so a
+// server runs on its own goroutine (ServeHTTP does that) and never moves
+// the world by itself. Do drives for an arbitrary function; Advance drives
+// for a stretch of virtual time. With stacks attached, use Advance rather
+// than World.Run or World.Advance, which do not wait for the stacks.
+//
+// A blocked call returns with the errors of the net package: "connect:
+// connection refused" (syscall.ECONNREFUSED), "connect: no route to host"
+// (EHOSTUNREACH, when ARP for the next hop fails and the router says so),
+// "connect: connection timed out" after the SYN retries, "read: connection
+// reset by peer", "i/o timeout" (os.ErrDeadlineExceeded, a net.Error with
+// Timeout()). When no event is left that could make it complete, it
+// returns an *IdleError (also a timeout) instead of hanging the test.
+//
+// # Determinism
+//
+// gVisor processes TCP segments on goroutines of its own (one processor
+// per GOMAXPROCS at stack creation), and the applications on top are
+// goroutines too: these are the one place in kubewalk where goroutines run
+// during a walk. They are fenced in like this:
+//
+//   - The processors are kept paused (gVisor's own Pause, made for
+//     save/restore) except inside a barrier: after an event delivered a
+//     packet to a stack or fired one of its timers, or an application
+//     called into it, the driver resumes and pauses them again; Pause
+//     returns once every processor has drained its queue. No goroutine
+//     dump, no polling, no patch to gVisor.
+//   - Everything that touches the world (the engine, the stacks' gVisor
+//     calls, their timers) runs under one world lock, held by the driver
+//     while it steps and during barriers, and by an application goroutine
+//     inside a netstack call; so frames enter the world's queue in one
+//     order.
+//   - After each barrier the driver releases the lock and yields
+//     (runtime.Gosched) until two rounds pass in which no goroutine entered
+//     or left a netstack call and the scheduler reports no other goroutine
+//     ready to run (runtime/metrics /sched/goroutines/runnable and
+//     running): the goroutines the step woke (a reader, net/http's
+//     readLoop and writeLoop, a server's handler) have all reached their
+//     next blocking point before the next event runs.
+//   - Only one world drives at a time in a process.
+//
+// What is guaranteed: with GOMAXPROCS=1 (go test -cpu 1, or
+// runtime.GOMAXPROCS(1) before the stacks are attached), the same scenario,
+// seed and sequence of calls give the same frames, byte for byte, at the
+// same virtual times, on every run (TestDeterministicFrames checks two runs
+// of a cross-node HTTP exchange). This rests on the Go scheduler running a
+// goroutine's readied goroutines before a yielding one resumes, which holds
+// on one processor except for its fairness check of the global queue, so
+// the rounds above are repeated until quiet.
+//
+// With GOMAXPROCS above one, results stay correct (the same bytes reach
+// the applications, errors are the same) but timing may vary from run to
+// run: a goroutine running in parallel on another processor can still be
+// on its way into a netstack call when the next event runs, and two
+// processors' segments can interleave, so ACK timing and advertised
+// windows may differ. Before declaring the world idle the driver waits a
+// little longer, in wall-clock time, so an idle error is never caused by
+// such a goroutine.
+//
+// Application hygiene still matters: a server that writes the wall-clock
+// time (net/http's automatic Date header) is not deterministic
+// (NginxHandler writes the virtual time); connections from Accept do not
+// implement CloseWrite, so net/http's server does not sleep its 500 ms of
+// wall-clock time after a "Connection: close" response; stop servers with
+// Close.
+package netstack
