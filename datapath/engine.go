@@ -286,6 +286,10 @@ func (e *Engine) ScheduleBackground(delay time.Duration, t Timer) {
 // Idle reports whether only background events are queued.
 func (e *Engine) Idle() bool { return e.fg == 0 }
 
+// Foreground is the number of queued events that are not background
+// (cancelled timers not yet discarded included).
+func (e *Engine) Foreground() int { return e.fg }
+
 // Step runs the next event. It returns false when the queue is empty.
 func (e *Engine) Step() bool {
 	e.dropStale()

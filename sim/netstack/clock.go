@@ -62,6 +62,9 @@ var _ datapath.StaleTimer = (*vtimerEvent)(nil)
 // Stop implements tcpip.Timer.
 func (t *vtimer) Stop() bool {
 	was := t.armed
+	if was {
+		t.d.staleQueued++
+	}
 	t.armed = false
 	t.gen++
 	return was
@@ -69,6 +72,9 @@ func (t *vtimer) Stop() bool {
 
 // Reset implements tcpip.Timer.
 func (t *vtimer) Reset(d time.Duration) {
+	if t.armed {
+		t.d.staleQueued++
+	}
 	t.gen++
 	t.armed = true
 	ev := t.d.newTimerEvent()
@@ -82,6 +88,7 @@ func (ev *vtimerEvent) Stale() bool {
 	if ev.t.armed && ev.t.gen == ev.gen {
 		return false
 	}
+	ev.t.d.staleQueued--
 	ev.t.d.freeTimerEvent(ev)
 	return true
 }

@@ -45,7 +45,15 @@ type driver struct {
 	kick bool
 
 	freeEvents []*vtimerEvent
+	// staleQueued counts stopped or re-armed timer events still in the
+	// engine's queue: they are foreground events that will never run.
+	staleQueued int
 }
+
+// idle reports whether the only foreground events left are cancelled
+// timers: what is queued is background work (heartbeats, resyncs) that
+// does not answer anyone.
+func (d *driver) idle() bool { return d.e.Foreground() <= d.staleQueued }
 
 type driverKey struct{}
 
@@ -205,7 +213,7 @@ func (d *driver) drive(done func() bool) error {
 			return nil
 		}
 		next, ok := d.e.NextAt()
-		if !ok {
+		if !ok || d.idle() {
 			if d.idleCheck() {
 				continue
 			}

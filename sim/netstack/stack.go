@@ -44,8 +44,8 @@ type Stack struct {
 	// Trace.Capture is set.
 	Trace *trace.Trace
 
-	dirty  bool
-	closed bool
+	dirty   bool
+	closed  bool
 	scratch []byte
 }
 

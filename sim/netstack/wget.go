@@ -1,8 +1,8 @@
 package netstack
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
