@@ -1,0 +1,129 @@
+package netstack_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubewalk/kubewalk/sim/netstack"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDialErrors(t *testing.T) {
+	w := newWeb(t, 1)
+	web2 := w.Web2.IP.String()
+	for _, tc := range []struct {
+		name, addr string
+		errno      syscall.Errno
+		msg        string
+	}{
+		{"port nobody listens on", web2 + ":81", syscall.ECONNREFUSED, "dial tcp " + web2 + ":81: connect: connection refused"},
+		// A pod IP nobody has on the client's node: cka-w1 fails ARP on
+		// cni0 and answers ICMP host unreachable.
+		{"no such pod", "10.244.1.99:80", syscall.EHOSTUNREACH, "dial tcp 10.244.1.99:80: connect: no route to host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := w.World.Now()
+			_, err := w.client.Dial("tcp", tc.addr)
+			require.Error(t, err)
+			require.ErrorIs(t, err, tc.errno)
+			require.EqualError(t, err, tc.msg)
+			var op *net.OpError
+			require.ErrorAs(t, err, &op)
+			t.Logf("%s after %v", err, w.World.Now()-start)
+		})
+	}
+}
+
+func TestDialDeletedPod(t *testing.T) {
+	w := newWeb(t, 1)
+	web2 := w.Web2.IP.String()
+	w.srv2.Close()
+	require.NoError(t, w.DeletePod("net", "web-2"))
+	_, err := w.client.Dial("tcp", web2+":80")
+	require.ErrorIs(t, err, syscall.EHOSTUNREACH, "cka-w2 cannot resolve the deleted pod's address")
+	out, errOut, code := netstack.Wget(w.World, w.Client.Netns, "http://"+web2+"/")
+	require.Equal(t, 1, code)
+	require.Empty(t, out)
+	require.Equal(t, "wget: can't connect to remote host ("+web2+"): No route to host\n", errOut)
+}
+
+func TestReadDeadlineVirtual(t *testing.T) {
+	w := newWeb(t, 1)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer c.Close()
+	start, wall := w.World.Now(), time.Now()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
+	_, err = c.Read(make([]byte, 10))
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout())
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Contains(t, err.Error(), "i/o timeout")
+	require.Equal(t, 30*time.Second, w.World.Now()-start, "the deadline is on the world's clock")
+	require.Less(t, time.Since(wall), 10*time.Second)
+}
+
+func TestIdleWorldReturns(t *testing.T) {
+	w := newWeb(t, 1)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer c.Close()
+	// Nobody will ever write: the read returns instead of hanging.
+	_, err = c.Read(make([]byte, 10))
+	var idle *netstack.IdleError
+	require.ErrorAs(t, err, &idle)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout())
+}
+
+func TestServerResetMidRead(t *testing.T) {
+	w := newWeb(t, 1)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		// Closing with unread data makes the kernel (and gVisor) send RST.
+		buf := make([]byte, 1)
+		c.Read(buf)
+		c.Close()
+	}()
+	c, err := w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	_, err = c.Write([]byte("hello, more than one byte"))
+	require.NoError(t, err)
+	_, err = io.ReadAll(c)
+	require.ErrorIs(t, err, syscall.ECONNRESET)
+	require.Contains(t, err.Error(), "read: connection reset by peer")
+}
+
+func TestWgetErrors(t *testing.T) {
+	w := newWeb(t, 1)
+	for _, tc := range []struct{ url, stderr string }{
+		{"http://" + w.Web2.IP.String() + ":81/", "wget: can't connect to remote host (" + w.Web2.IP.String() + "): Connection refused\n"},
+		{"http://web/", "wget: bad address 'web'\n"},
+		{"ftp://10.111.80.136/", "wget: not an http or ftp url: ftp://10.111.80.136/\n"},
+	} {
+		out, errOut, code := netstack.Wget(w.World, w.Client.Netns, tc.url)
+		require.Equal(t, 1, code, tc.url)
+		require.Empty(t, out)
+		require.Equal(t, tc.stderr, errOut)
+	}
+	require.True(t, errors.Is(&netstack.IdleError{}, os.ErrDeadlineExceeded))
+}
