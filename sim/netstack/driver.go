@@ -140,19 +140,27 @@ func (d *driver) settle() {
 }
 
 // idleCheck is the last look before declaring the world idle: goroutines
-// on other processors (GOMAXPROCS > 1) may still be on their way into a
-// netstack call, so yield and sleep briefly a few times. It reports
-// whether anything moved.
+// on other processors (GOMAXPROCS > 1), or descheduled by a loaded
+// machine, may still be on their way into a netstack call. It sleeps in
+// short steps until the scheduler has shown no other goroutine running or
+// ready three times in a row (at most about 40 ms of wall-clock time) and
+// reports whether anything moved meanwhile.
 func (d *driver) idleCheck() bool {
 	idleChecks++
 	if idleHook != nil {
 		idleHook()
 	}
 	a := d.activity.Load()
-	for range 4 {
+	for quiet, i := 0, 0; quiet < 3 && i < 200; i++ {
 		d.mu.Unlock()
 		runtime.Gosched()
-		time.Sleep(50 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond)
+		metrics.Read(sched)
+		if sched[0].Value.Uint64() <= 1 && sched[1].Value.Uint64() == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
 		d.mu.Lock()
 		if d.activity.Load() != a || d.anyDirty() {
 			return true
