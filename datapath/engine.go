@@ -244,9 +244,11 @@ func (e *Engine) NextAt() (time.Duration, bool) {
 // dropStale discards cancelled timers at the head of the queue.
 func (e *Engine) dropStale() {
 	for e.Pending() > 0 {
-		ev := &e.queue[0]
+		var ev *event
 		if e.fifoFirst() {
 			ev = &e.fifo[e.fhead]
+		} else {
+			ev = &e.queue[0]
 		}
 		if ev.kind != evTimer {
 			return
