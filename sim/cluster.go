@@ -96,8 +96,9 @@ type Cluster struct {
 	// check of every AddPod is a lookup, not a scan.
 	podByName  map[string]*Pod
 	services   []*Service // kube-proxy's informer cache, in the order it saw them
-	slices     []*discoveryv1.EndpointSlice
-	started    map[string]time.Duration // pod key → when its sandbox is up
+	svcByName  map[string]*Service
+	slices     map[string][]*discoveryv1.EndpointSlice // "namespace/service" → its slices
+	started    map[string]time.Duration                // pod key → when its sandbox is up
 	advertised bool
 	flannel    *flanneld
 	stopping   map[string]time.Duration // pod key → when its containers have stopped
@@ -149,7 +150,8 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, &ConfigError{Object: "cluster", Field: "clusterCIDR", Msg: err.Error()}
 	}
-	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs, started: map[string]time.Duration{}, podErrs: map[string]error{}, stopping: map[string]time.Duration{}}
+	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs, started: map[string]time.Duration{}, podErrs: map[string]error{}, stopping: map[string]time.Duration{},
+		svcByName: map[string]*Service{}, slices: map[string][]*discoveryv1.EndpointSlice{}}
 	if err := c.startControlPlane(); err != nil {
 		return nil, &ConfigError{Object: "cluster", Msg: err.Error()}
 	}

@@ -109,32 +109,45 @@ func (c *Cluster) startControlPlane() error {
 // first saw them.
 func (c *Cluster) observeService(ev watch.Event) {
 	svc := ev.Object.(*corev1.Service)
-	i := slices.IndexFunc(c.services, func(s *Service) bool { return s.Spec.Namespace == svc.Namespace && s.Spec.Name == svc.Name })
+	k := svc.Namespace + "/" + svc.Name
+	s, ok := c.svcByName[k]
 	switch {
 	case ev.Type == watch.Deleted:
-		if i >= 0 {
-			c.services = slices.Delete(c.services, i, i+1)
+		if ok {
+			delete(c.svcByName, k)
+			c.services = slices.DeleteFunc(c.services, func(x *Service) bool { return x == s })
 		}
-	case i >= 0:
-		c.services[i].Spec = proxyService(svc)
+	case ok:
+		s.Spec = proxyService(svc)
 	default:
-		c.services = append(c.services, &Service{Spec: proxyService(svc)})
+		s = &Service{Spec: proxyService(svc)}
+		c.svcByName[k] = s
+		c.services = append(c.services, s)
 	}
 	c.queueProxySync()
 }
 
+// observeSlice keeps each Service's EndpointSlices, in the order they
+// were first seen.
 func (c *Cluster) observeSlice(ev watch.Event) {
 	es := ev.Object.(*discoveryv1.EndpointSlice)
-	i := slices.IndexFunc(c.slices, func(s *discoveryv1.EndpointSlice) bool { return s.Namespace == es.Namespace && s.Name == es.Name })
+	k := es.Namespace + "/" + es.Labels[discoveryv1.LabelServiceName]
+	list := c.slices[k]
+	i := slices.IndexFunc(list, func(s *discoveryv1.EndpointSlice) bool { return s.Name == es.Name })
 	switch {
 	case ev.Type == watch.Deleted:
 		if i >= 0 {
-			c.slices = slices.Delete(c.slices, i, i+1)
+			list = slices.Delete(list, i, i+1)
 		}
 	case i >= 0:
-		c.slices[i] = es
+		list[i] = es
 	default:
-		c.slices = append(c.slices, es)
+		list = append(list, es)
+	}
+	if len(list) == 0 {
+		delete(c.slices, k)
+	} else {
+		c.slices[k] = list
 	}
 	c.queueProxySync()
 }

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -125,12 +124,7 @@ func (c *Cluster) DeleteService(namespace, name string) error {
 
 // Service returns the Service namespace/name, or nil.
 func (c *Cluster) Service(namespace, name string) *Service {
-	for _, s := range c.services {
-		if s.Spec.Namespace == namespace && s.Spec.Name == name {
-			return s
-		}
-	}
-	return nil
+	return c.svcByName[namespace+"/"+name]
 }
 
 // Services returns the Services in creation order.
@@ -141,10 +135,8 @@ func (c *Cluster) Snapshot() kubeproxy.Snapshot {
 	var snap kubeproxy.Snapshot
 	for _, s := range c.services {
 		snap.Services = append(snap.Services, s.Spec.Service)
-		for _, es := range c.slices {
-			if es.Namespace == s.Spec.Namespace && es.Labels[discoveryv1.LabelServiceName] == s.Spec.Name {
-				snap.EndpointSlices = append(snap.EndpointSlices, proxySlice(es))
-			}
+		for _, es := range c.slices[s.Name()] {
+			snap.EndpointSlices = append(snap.EndpointSlices, proxySlice(es))
 		}
 	}
 	return snap
@@ -161,11 +153,8 @@ func (c *Cluster) ProxyConfig(n *Node) kubeproxy.Config {
 func (c *Cluster) Sync() error {
 	for _, s := range c.services {
 		s.EndpointSlice = kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
-		for _, es := range c.slices {
-			if es.Namespace == s.Spec.Namespace && es.Labels[discoveryv1.LabelServiceName] == s.Spec.Name {
-				s.EndpointSlice = proxySlice(es)
-				break
-			}
+		if list := c.slices[s.Name()]; len(list) > 0 {
+			s.EndpointSlice = proxySlice(list[0])
 		}
 	}
 	snap := c.Snapshot()

@@ -55,11 +55,15 @@ type Server struct {
 	watches map[string][]func(watch.Event)
 	uids    uint64
 
+	indexers map[string]map[string]IndexFunc                      // kind → index → func
+	indexes  map[string]map[string]map[string]map[string]struct{} // kind → index → value → keys
+	events   map[string]string                                    // event dedup key → event name
+
 	tx *txn // open transaction, if any
 }
 
 type txn struct {
-	objs    map[string]map[string]Object
+	undo    []undo
 	rev     uint64
 	uids    uint64
 	pending []pendingEvent
@@ -87,7 +91,9 @@ func New(cfg Config, now func() time.Time, rng *rand.Rand) (*Server, error) {
 		cfg.NodePortLo, cfg.NodePortHi = 30000, 32767
 	}
 	cfg.SecurePort = cmp.Or(cfg.SecurePort, 6443)
-	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]func(watch.Event){}}
+	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]func(watch.Event){},
+		events: map[string]string{}}
+	s.initIndexes()
 	for _, ns := range []string{"default", "kube-node-lease", "kube-public", "kube-system"} {
 		if _, err := s.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return nil, err
@@ -268,7 +274,10 @@ func (s *Server) store(k Kind, obj Object) {
 		m = map[string]Object{}
 		s.objs[k.Name] = m
 	}
-	m[key(obj.GetNamespace(), obj.GetName())] = obj
+	kk := key(obj.GetNamespace(), obj.GetName())
+	s.logUndo(k.Name, kk)
+	s.reindex(k.Name, kk, m[kk], obj)
+	m[kk] = obj
 }
 
 // generateName appends five characters from the API server's alphabet
@@ -438,7 +447,9 @@ func (s *Server) DeleteNow(kind, namespace, name string) error {
 			}
 		}
 	}
+	s.logUndo(kind, key(namespace, name))
 	delete(s.objs[kind], key(namespace, name))
+	s.reindex(kind, key(namespace, name), old, nil)
 	s.rev++
 	last := old.DeepCopyObject().(Object)
 	last.SetResourceVersion(strconv.FormatUint(s.rev, 10))
@@ -453,15 +464,7 @@ func (s *Server) Begin() {
 	if s.tx != nil {
 		panic("apiserver: nested transaction")
 	}
-	snap := make(map[string]map[string]Object, len(s.objs))
-	for k, m := range s.objs {
-		c := make(map[string]Object, len(m))
-		for kk, o := range m {
-			c[kk] = o
-		}
-		snap[k] = c
-	}
-	s.tx = &txn{objs: snap, rev: s.rev, uids: s.uids}
+	s.tx = &txn{rev: s.rev, uids: s.uids}
 }
 
 // Commit delivers the held-back watch events in write order.
@@ -479,7 +482,34 @@ func (s *Server) Commit() {
 func (s *Server) Abort() {
 	t := s.tx
 	s.tx = nil
-	s.objs, s.rev, s.uids = t.objs, t.rev, t.uids
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		u := t.undo[i]
+		m := s.objs[u.kind]
+		cur := m[u.key]
+		if u.prev == nil {
+			delete(m, u.key)
+		} else {
+			m[u.key] = u.prev
+		}
+		s.reindex(u.kind, u.key, cur, u.prev)
+	}
+	s.rev, s.uids = t.rev, t.uids
+	s.events = map[string]string{}
+	for k, o := range s.objs["Event"] {
+		s.events[eventKey(o.(*corev1.Event))] = k
+	}
+}
+
+// undo is one write of a transaction: the object stored before it.
+type undo struct {
+	kind, key string
+	prev      Object
+}
+
+func (s *Server) logUndo(kind, k string) {
+	if s.tx != nil {
+		s.tx.undo = append(s.tx.undo, undo{kind, k, s.objs[kind][k]})
+	}
 }
 
 // copyStatus sets obj's Status field (if the type has one) to old's.

@@ -75,10 +75,10 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		ns = metav1.NamespaceDefault
 	}
 	now := metav1.NewTime(s.Now())
-	for _, o := range s.objs["Event"] {
-		ev := o.(*corev1.Event)
-		if ev.InvolvedObject.UID == obj.GetUID() && ev.Reason == reason && ev.Message == message && ev.Namespace == ns {
-			c := ev.DeepCopy()
+	dk := string(obj.GetUID()) + "\x00" + ns + "\x00" + reason + "\x00" + message
+	if name, ok := s.events[dk]; ok {
+		if o, ok := s.objs["Event"][name]; ok {
+			c := o.(*corev1.Event).DeepCopy()
 			c.Count++
 			c.LastTimestamp = now
 			_, _ = s.Update(c)
@@ -104,17 +104,19 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	if _, err := s.Create(ev); err != nil {
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
+	s.events[dk] = key(ns, ev.Name)
+}
+
+func eventKey(ev *corev1.Event) string {
+	return string(ev.InvolvedObject.UID) + "\x00" + ev.Namespace + "\x00" + ev.Reason + "\x00" + ev.Message
 }
 
 // EventsFor returns the events about the object of kind namespace/name,
 // oldest first.
 func (s *Server) EventsFor(kind, namespace, name string) []*corev1.Event {
 	var out []*corev1.Event
-	for _, o := range s.List("Event", "") {
-		ev := o.(*corev1.Event)
-		if ev.InvolvedObject.Kind == kind && ev.InvolvedObject.Name == name && ev.InvolvedObject.Namespace == namespace {
-			out = append(out, ev)
-		}
+	for _, o := range s.ByIndex("Event", IndexInvolved, kind+"/"+namespace+"/"+name) {
+		out = append(out, o.(*corev1.Event))
 	}
 	slices.SortStableFunc(out, func(a, b *corev1.Event) int { return a.FirstTimestamp.Compare(b.FirstTimestamp.Time) })
 	return out

@@ -54,10 +54,9 @@ func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSli
 		if ev.Type == watch.Deleted {
 			return
 		}
-		for _, o := range api.ListFunc("Service", func(o apiserver.Object) bool {
+		for _, o := range api.ByIndexFunc("Service", apiserver.IndexNamespace, p.Namespace, func(o apiserver.Object) bool {
 			s := o.(*corev1.Service)
-			return s.Namespace == p.Namespace && len(s.Spec.Selector) > 0 &&
-				labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels))
+			return len(s.Spec.Selector) > 0 && labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels))
 		}) {
 			c.Queue.Add(Key(o.GetNamespace(), o.GetName()))
 		}
@@ -79,9 +78,8 @@ type portSet struct {
 func (c *EndpointSlices) reconcile(key string) (Result, error) {
 	ns, name := SplitKey(key)
 	var existing []*discoveryv1.EndpointSlice
-	for _, o := range c.api.ListFunc("EndpointSlice", func(o apiserver.Object) bool {
-		l := o.GetLabels()
-		return o.GetNamespace() == ns && l[discoveryv1.LabelServiceName] == name && l[discoveryv1.LabelManagedBy] == ManagedBy
+	for _, o := range c.api.ByIndexFunc("EndpointSlice", apiserver.IndexService, key, func(o apiserver.Object) bool {
+		return o.GetLabels()[discoveryv1.LabelManagedBy] == ManagedBy
 	}) {
 		existing = append(existing, o.(*discoveryv1.EndpointSlice))
 	}
@@ -99,8 +97,18 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 		return Result{}, nil
 	}
 	sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
-	pods := c.api.ListFunc("Pod", func(o apiserver.Object) bool {
-		return o.GetNamespace() == ns && sel.Matches(labels.Set(o.GetLabels()))
+	// The pods carrying the selector's rarest label, then the whole
+	// selector: the label index spares a scan of every pod.
+	probe := ""
+	for k, v := range svc.Spec.Selector {
+		cand := ns + "/" + k + "=" + v
+		if probe == "" || c.api.CountByIndex("Pod", apiserver.IndexLabel, cand) < c.api.CountByIndex("Pod", apiserver.IndexLabel, probe) ||
+			(c.api.CountByIndex("Pod", apiserver.IndexLabel, cand) == c.api.CountByIndex("Pod", apiserver.IndexLabel, probe) && cand < probe) {
+			probe = cand
+		}
+	}
+	pods := c.api.ByIndexFunc("Pod", apiserver.IndexLabel, probe, func(o apiserver.Object) bool {
+		return sel.Matches(labels.Set(o.GetLabels()))
 	})
 	var groups []*portSet
 	for _, po := range pods {

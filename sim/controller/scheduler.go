@@ -30,11 +30,14 @@ type Scheduler struct {
 	api   *apiserver.Server
 	eng   *datapath.Engine
 	Queue *Queue
+	// unschedulable holds the pods that fit nowhere at their last
+	// attempt: the scheduler's unschedulable queue, retried on a change.
+	unschedulable map[string]bool
 }
 
 // NewScheduler starts the scheduler on api.
 func NewScheduler(api *apiserver.Server, eng *datapath.Engine) *Scheduler {
-	s := &Scheduler{api: api, eng: eng}
+	s := &Scheduler{api: api, eng: eng, unschedulable: map[string]bool{}}
 	s.Queue = NewQueue(eng, "scheduler", 0, s.reconcile)
 	api.Watch("Pod", func(ev watch.Event) {
 		p := ev.Object.(*corev1.Pod)
@@ -51,11 +54,13 @@ func NewScheduler(api *apiserver.Server, eng *datapath.Engine) *Scheduler {
 }
 
 func (s *Scheduler) retryUnschedulable() {
-	for _, o := range s.api.ListFunc("Pod", func(o apiserver.Object) bool {
-		p := o.(*corev1.Pod)
-		return p.Spec.NodeName == "" && p.DeletionTimestamp == nil
-	}) {
-		s.Queue.Add(Key(o.GetNamespace(), o.GetName()))
+	keys := make([]string, 0, len(s.unschedulable))
+	for k := range s.unschedulable {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s.Queue.Add(k)
 	}
 }
 
@@ -63,10 +68,12 @@ func (s *Scheduler) reconcile(key string) (Result, error) {
 	ns, name := SplitKey(key)
 	o, err := s.api.Get("Pod", ns, name)
 	if err != nil {
+		delete(s.unschedulable, key)
 		return Result{}, nil // deleted
 	}
 	pod := o.(*corev1.Pod)
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		delete(s.unschedulable, key)
 		return Result{}, nil
 	}
 	nodes := s.api.List("Node", "")
@@ -82,9 +89,11 @@ func (s *Scheduler) reconcile(key string) (Result, error) {
 	}
 	if len(feasible) == 0 {
 		msg := FitError(len(nodes), reasons)
+		s.unschedulable[key] = true
 		s.markUnschedulable(pod, msg)
 		return Result{}, nil
 	}
+	delete(s.unschedulable, key)
 	best := s.pick(feasible)
 	pod.Spec.NodeName = best.Name
 	// The binding subresource: spec.nodeName and PodScheduled=True.
@@ -155,9 +164,9 @@ func (s *Scheduler) filter(pod *corev1.Pod, n *corev1.Node) string {
 	if !MatchesNodeAffinity(pod, n) {
 		return "node(s) didn't match Pod's node affinity/selector"
 	}
-	pods := s.api.ListFunc("Pod", func(o apiserver.Object) bool {
+	pods := s.api.ByIndexFunc("Pod", apiserver.IndexNode, n.Name, func(o apiserver.Object) bool {
 		p := o.(*corev1.Pod)
-		return p.Spec.NodeName == n.Name && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+		return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 	})
 	for _, c := range pod.Spec.Containers {
 		for _, want := range c.Ports {
@@ -183,9 +192,7 @@ func (s *Scheduler) filter(pod *corev1.Pod, n *corev1.Node) string {
 }
 
 func (s *Scheduler) pick(nodes []*corev1.Node) *corev1.Node {
-	count := func(n *corev1.Node) int {
-		return len(s.api.ListFunc("Pod", func(o apiserver.Object) bool { return o.(*corev1.Pod).Spec.NodeName == n.Name }))
-	}
+	count := func(n *corev1.Node) int { return s.api.CountByIndex("Pod", apiserver.IndexNode, n.Name) }
 	best, bestN, ties := nodes[0], count(nodes[0]), 1
 	for _, n := range nodes[1:] {
 		c := count(n)

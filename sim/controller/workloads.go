@@ -118,9 +118,7 @@ func equalRSStatus(a, b appsv1.ReplicaSetStatus) bool {
 // orphanCleanup is the garbage collector's part for a deleted owner:
 // pods it controlled are deleted (background propagation).
 func (c *ReplicaSets) orphanCleanup(ns, name string) error {
-	for _, o := range c.api.ListFunc("Pod", func(o apiserver.Object) bool {
-		return o.GetNamespace() == ns && controlledBy(o, "ReplicaSet") == Key(ns, name)
-	}) {
+	for _, o := range c.api.ByIndex("Pod", apiserver.IndexOwner, ns+"/ReplicaSet/"+name) {
 		if err := c.api.Delete("Pod", ns, o.GetName()); err != nil {
 			return err
 		}
@@ -144,11 +142,8 @@ func deletionRank(p *corev1.Pod) int {
 }
 
 func ownedPods(api *apiserver.Server, owner apiserver.Object, kind string) []*corev1.Pod {
-	k := Key(owner.GetNamespace(), owner.GetName())
 	var out []*corev1.Pod
-	for _, o := range api.ListFunc("Pod", func(o apiserver.Object) bool {
-		return o.GetNamespace() == owner.GetNamespace() && controlledBy(o, kind) == k
-	}) {
+	for _, o := range api.ByIndex("Pod", apiserver.IndexOwner, owner.GetNamespace()+"/"+kind+"/"+owner.GetName()) {
 		out = append(out, o.(*corev1.Pod))
 	}
 	return out
@@ -212,7 +207,7 @@ func (c *Deployments) reconcile(key string) (Result, error) {
 	ns, name := SplitKey(key)
 	o, err := c.api.Get("Deployment", ns, name)
 	if err != nil {
-		for _, rs := range c.api.ListFunc("ReplicaSet", func(o apiserver.Object) bool { return controlledBy(o, "Deployment") == key }) {
+		for _, rs := range c.api.ByIndex("ReplicaSet", apiserver.IndexOwner, ns+"/Deployment/"+name) {
 			if err := c.api.Delete("ReplicaSet", ns, rs.GetName()); err != nil {
 				return Result{}, err
 			}
@@ -223,9 +218,7 @@ func (c *Deployments) reconcile(key string) (Result, error) {
 	hash := PodTemplateHash(&d.Spec.Template)
 	rsName := d.Name + "-" + hash
 	var owned []*appsv1.ReplicaSet
-	for _, o := range c.api.ListFunc("ReplicaSet", func(o apiserver.Object) bool {
-		return o.GetNamespace() == ns && controlledBy(o, "Deployment") == key
-	}) {
+	for _, o := range c.api.ByIndex("ReplicaSet", apiserver.IndexOwner, ns+"/Deployment/"+name) {
 		owned = append(owned, o.(*appsv1.ReplicaSet))
 	}
 	var cur *appsv1.ReplicaSet
@@ -386,7 +379,7 @@ func (c *DaemonSets) reconcile(key string) (Result, error) {
 	ns, name := SplitKey(key)
 	o, err := c.api.Get("DaemonSet", ns, name)
 	if err != nil {
-		for _, p := range c.api.ListFunc("Pod", func(o apiserver.Object) bool { return controlledBy(o, "DaemonSet") == key }) {
+		for _, p := range c.api.ByIndex("Pod", apiserver.IndexOwner, ns+"/DaemonSet/"+name) {
 			if err := c.api.Delete("Pod", ns, p.GetName()); err != nil {
 				return Result{}, err
 			}

@@ -1,0 +1,143 @@
+package apiserver
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// IndexFunc maps an object to the index values it is found under, as a
+// client-go cache indexer does.
+type IndexFunc func(Object) []string
+
+// The indexes the controllers use. Lookups through them cost what the
+// answer costs, not what the store holds, so a cluster of 150,000 pods
+// schedules and computes slices without scanning every pod.
+const (
+	IndexNamespace = "namespace"  // every namespaced kind: metadata.namespace
+	IndexNode      = "node"       // Pod: spec.nodeName
+	IndexLabel     = "label"      // Pod: "<namespace>/<key>=<value>" per label
+	IndexService   = "service"    // EndpointSlice: "<namespace>/<kubernetes.io/service-name>"
+	IndexOwner     = "controller" // Pod, ReplicaSet: "<namespace>/<kind>/<name>" of the controller
+	IndexInvolved  = "involved"   // Event: "<kind>/<namespace>/<name>" of the involved object
+)
+
+func (s *Server) initIndexes() {
+	s.indexers = map[string]map[string]IndexFunc{}
+	s.indexes = map[string]map[string]map[string]map[string]struct{}{}
+	for _, k := range Kinds {
+		if k.Namespaced {
+			s.AddIndex(k.Name, IndexNamespace, func(o Object) []string { return []string{o.GetNamespace()} })
+		}
+	}
+	s.AddIndex("Pod", IndexNode, func(o Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	})
+	s.AddIndex("Pod", IndexLabel, func(o Object) []string {
+		var out []string
+		for k, v := range o.GetLabels() {
+			out = append(out, o.GetNamespace()+"/"+k+"="+v)
+		}
+		return out
+	})
+	owner := func(o Object) []string {
+		for _, r := range o.GetOwnerReferences() {
+			if r.Controller != nil && *r.Controller {
+				return []string{o.GetNamespace() + "/" + r.Kind + "/" + r.Name}
+			}
+		}
+		return nil
+	}
+	s.AddIndex("Pod", IndexOwner, owner)
+	s.AddIndex("ReplicaSet", IndexOwner, owner)
+	s.AddIndex("EndpointSlice", IndexService, func(o Object) []string {
+		if n, ok := o.GetLabels()[discoveryv1.LabelServiceName]; ok {
+			return []string{o.GetNamespace() + "/" + n}
+		}
+		return nil
+	})
+	s.AddIndex("Event", IndexInvolved, func(o Object) []string {
+		r := o.(*corev1.Event).InvolvedObject
+		return []string{r.Kind + "/" + r.Namespace + "/" + r.Name}
+	})
+}
+
+// AddIndex registers an index on kind; objects already stored are
+// indexed at once.
+func (s *Server) AddIndex(kind, name string, f IndexFunc) {
+	if s.indexers[kind] == nil {
+		s.indexers[kind] = map[string]IndexFunc{}
+		s.indexes[kind] = map[string]map[string]map[string]struct{}{}
+	}
+	s.indexers[kind][name] = f
+	s.indexes[kind][name] = map[string]map[string]struct{}{}
+	for k, o := range s.objs[kind] {
+		s.indexAdd(kind, name, f, k, o)
+	}
+}
+
+func (s *Server) indexAdd(kind, name string, f IndexFunc, k string, o Object) {
+	idx := s.indexes[kind][name]
+	for _, v := range f(o) {
+		set := idx[v]
+		if set == nil {
+			set = map[string]struct{}{}
+			idx[v] = set
+		}
+		set[k] = struct{}{}
+	}
+}
+
+// reindex moves k from old's index entries to obj's (either may be nil).
+func (s *Server) reindex(kind, k string, old, obj Object) {
+	for name, f := range s.indexers[kind] {
+		idx := s.indexes[kind][name]
+		if old != nil {
+			for _, v := range f(old) {
+				if set := idx[v]; set != nil {
+					delete(set, k)
+					if len(set) == 0 {
+						delete(idx, v)
+					}
+				}
+			}
+		}
+		if obj != nil {
+			s.indexAdd(kind, name, f, k, obj)
+		}
+	}
+}
+
+// ByIndex returns copies of the objects of kind found under value in the
+// named index, sorted by namespace, then name.
+func (s *Server) ByIndex(kind, index, value string) []Object {
+	return s.ByIndexFunc(kind, index, value, nil)
+}
+
+// ByIndexFunc is ByIndex keeping only the objects keep accepts (keep sees
+// the stored object and must not modify it; nil keeps all).
+func (s *Server) ByIndexFunc(kind, index, value string, keep func(Object) bool) []Object {
+	set := s.indexes[kind][index][value]
+	keys := make([]string, 0, len(set))
+	m := s.objs[kind]
+	for k := range set {
+		if keep == nil || keep(m[k]) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]Object, len(keys))
+	for i, k := range keys {
+		out[i] = m[k].DeepCopyObject().(Object)
+	}
+	return out
+}
+
+// CountByIndex is the number of objects of kind under value in index.
+func (s *Server) CountByIndex(kind, index, value string) int {
+	return len(s.indexes[kind][index][value])
+}
