@@ -643,8 +643,11 @@ func (nf *Netfilter) Exec(table string, args ...string) error {
 	if _, err := st.validate(); err != nil {
 		return &ParseError{Text: text, Msg: err.Error()}
 	}
-	if r, _ := st.checkDepth(); r != nil {
-		return &ParseError{Text: text, Msg: depthMsg(r)}
+	// Only a new jump or goto can make a chain too deep.
+	if n := len(st.added); n > 0 && st.added[n-1].target.chain != nil {
+		if r, _ := st.checkDepth(); r != nil {
+			return &ParseError{Text: text, Msg: depthMsg(r)}
+		}
 	}
 	nf.commit(st)
 	return nil
