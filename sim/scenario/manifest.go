@@ -11,40 +11,18 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/kubewalk/kubewalk/sim/apiserver"
 )
 
-// Object is a decoded manifest: any k8s.io/api type.
-type Object interface {
-	runtime.Object
-	metav1.Object
-}
-
-// Scheme knows the API groups a scenario's manifests may use: core/v1,
-// apps/v1, discovery/v1 and policy/v1.
-var Scheme = newScheme()
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, discoveryv1.AddToScheme, policyv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
-
-// clusterScoped are the kinds without a namespace.
-var clusterScoped = map[string]bool{"Namespace": true, "Node": true, "PersistentVolume": true, "ComponentStatus": true}
+// Object is a decoded manifest: any k8s.io/api type the API server
+// serves.
+type Object = apiserver.Object
 
 // Manifest is one Kubernetes object of a scenario file.
 type Manifest struct {
@@ -258,9 +236,10 @@ func (j *jsonTree) decodeObject(n *yaml.Node, raw map[string]any, defVersion, de
 	}
 	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
 	at := n
-	obj, err := Scheme.New(gvk)
-	if err != nil {
-		d.errs = append(d.errs, &Error{Pos: j.posOf("kind", at), Msg: fmt.Sprintf("no matches for kind %q in version %q", kind, apiVersion)})
+	served, ok := apiserver.LookupKind(kind)
+	obj, err := apiserver.Scheme.New(gvk)
+	if err != nil || !ok || served.GV != gvk.GroupVersion() {
+		d.errs = append(d.errs, &Error{Pos: j.posOf("kind", at), Msg: fmt.Sprintf("no matches for kind %q in version %q (kubewalk serves %s)", kind, apiVersion, servedKinds())})
 		return nil
 	}
 	typed, ok := obj.(Object)
@@ -303,7 +282,7 @@ func (j *jsonTree) decodeObject(n *yaml.Node, raw map[string]any, defVersion, de
 		return nil
 	}
 	m := &Manifest{Object: typed, Pos: j.d.at(n), Ignored: IgnoredFields(typed)}
-	if clusterScoped[kind] {
+	if !served.Namespaced {
 		typed.SetNamespace("")
 	} else if typed.GetNamespace() == "" {
 		typed.SetNamespace(metav1.NamespaceDefault)
@@ -323,8 +302,9 @@ func (j *jsonTree) posOf(path string, n *yaml.Node) Pos {
 // clearServerFields clears what the API server sets and a user's
 // kubectl get -o yaml dump carries (uid, resourceVersion, generation,
 // creationTimestamp, managedFields, selfLink, status), so the dump
-// creates its objects afresh as kubectl create would after a
-// kubectl neat.
+// creates its objects afresh. A Service keeps status.loadBalancer: the
+// address a load balancer implementation gave it, which the scenario
+// describes as the cluster has it.
 func clearServerFields(o Object) {
 	o.SetUID("")
 	o.SetResourceVersion("")
@@ -332,10 +312,27 @@ func clearServerFields(o Object) {
 	o.SetCreationTimestamp(metav1.Time{})
 	o.SetManagedFields(nil)
 	o.SetSelfLink("")
+	if svc, ok := o.(*corev1.Service); ok {
+		// What a load balancer implementation (MetalLB, a cloud's
+		// controller) wrote: the Service's external address.
+		lb := svc.Status.LoadBalancer
+		svc.Status = corev1.ServiceStatus{LoadBalancer: lb}
+		return
+	}
 	v := reflect.ValueOf(o).Elem()
 	if f := v.FieldByName("Status"); f.IsValid() && f.CanSet() {
 		f.SetZero()
 	}
+}
+
+// servedKinds lists the kinds the API server serves, with their
+// apiVersion.
+func servedKinds() string {
+	var s []string
+	for _, k := range apiserver.Kinds {
+		s = append(s, k.GV.String()+" "+k.Name)
+	}
+	return strings.Join(s, ", ")
 }
 
 // IsList reports whether a document of this kind holds items: kind List
@@ -407,7 +404,7 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 var modelled = map[string][]string{
 	"*":   {"apiVersion", "kind", "metadata.name", "metadata.generateName", "metadata.namespace", "metadata.labels", "metadata.annotations"},
 	"Pod": podFields(""),
-	"Service": {"spec.type", "spec.selector", "spec.ports", "spec.clusterIP", "spec.clusterIPs", "spec.externalIPs",
+	"Service": {"status.loadBalancer", "spec.type", "spec.selector", "spec.ports", "spec.clusterIP", "spec.clusterIPs", "spec.externalIPs",
 		"spec.sessionAffinity", "spec.sessionAffinityConfig", "spec.externalTrafficPolicy", "spec.internalTrafficPolicy",
 		"spec.loadBalancerSourceRanges", "spec.loadBalancerIP", "spec.healthCheckNodePort", "spec.publishNotReadyAddresses"},
 	"Deployment":          append(podFields("spec.template."), "spec.replicas", "spec.selector", "spec.template.metadata.labels"),
@@ -466,9 +463,7 @@ func compile(lists ...[]string) fieldTree {
 func IgnoredFields(obj runtime.Object) []string {
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
 	if kind == "" {
-		if gvks, _, err := Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
-			kind = gvks[0].Kind
-		}
+		kind = apiserver.KindOf(obj)
 	}
 	data, err := json.Marshal(obj)
 	if err != nil {
