@@ -29,7 +29,7 @@ const (
 	FlowExternalIP = "192.168.122.201"
 )
 
-// NewFlows builds the flow scenario: the reference cluster plus
+// NewFlows builds the flow scenario from flows.yaml: the reference cluster plus
 //
 //	net/web-udp    ClusterIP, UDP 53 -> 5353 on the app=web pods
 //	net/web-local  NodePort 30081, externalTrafficPolicy Local (endpoint only on cka-w2)
@@ -43,57 +43,19 @@ const (
 // addresses to cka-w1, as a router in front of the cluster would.
 func NewFlows(seed uint64) (*Flows, error) { return NewFlowsMode(seed, "") }
 
-// NewFlowsMode is NewFlows with kube-proxy in mode ("" is iptables).
+// NewFlowsMode is NewFlows with kube-proxy in mode ("" is the file's,
+// iptables).
 func NewFlowsMode(seed uint64, mode kubeproxy.Mode) (*Flows, error) {
-	r, err := newReference(seed, true, mode)
+	r, err := newReference("flows", seed, mode)
 	if err != nil {
 		return nil, err
 	}
-	f := &Flows{Reference: r}
-	c := r.Cluster
-	if f.Client2, err = c.AddPod(sim.PodSpec{Namespace: "net", Name: "client-2", Node: "cka-w2"}); err != nil {
-		return nil, err
+	l := &lookup{c: r.Cluster, name: "flows"}
+	f := &Flows{Reference: r, Client2: l.pod("net", "client-2"), Web3: l.pod("net", "web-3"), Stranger: l.host("stranger")}
+	for _, s := range []string{"web-udp", "web-local", "web-lb", "web-ext", "empty", "web-itp", "sticky"} {
+		l.service("net", s)
 	}
-	if f.Web3, err = c.AddPod(sim.PodSpec{Namespace: "net", Name: "web-3", Node: "cka-w2",
-		Labels:     map[string]string{"app": "web-local"},
-		Containers: []sim.Container{{Name: "nginx", Ports: []sim.ContainerPort{{Name: "http", ContainerPort: 80}}}}}); err != nil {
-		return nil, err
-	}
-	if f.Stranger, err = c.AddExternalHost("stranger", UnderlaySegment, mp("192.168.122.101/24"), netip.Addr{}); err != nil {
-		return nil, err
-	}
-	tcp := func(port, target, nodePort int) []kubeproxy.ServicePort {
-		return []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: port, TargetPort: kubeproxy.FromInt(target), NodePort: nodePort}}
-	}
-	web := map[string]string{"app": "web"}
-	for _, s := range []sim.ServiceSpec{
-		{Selector: web, Service: kubeproxy.Service{Namespace: "net", Name: "web-udp",
-			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolUDP, Port: 53, TargetPort: kubeproxy.FromInt(5353)}}}},
-		{Selector: map[string]string{"app": "web-local"}, Service: kubeproxy.Service{Namespace: "net", Name: "web-local",
-			Type: kubeproxy.ServiceTypeNodePort, ExternalTrafficPolicy: kubeproxy.TrafficPolicyLocal, Ports: tcp(80, 80, 30081)}},
-		{Selector: web, Service: kubeproxy.Service{Namespace: "net", Name: "web-lb", Type: kubeproxy.ServiceTypeLoadBalancer,
-			LoadBalancerIngress: []netip.Addr{ma(FlowLBIP)}, LoadBalancerSourceRanges: []netip.Prefix{mp("192.168.122.100/32")},
-			Ports: tcp(80, 80, 30082)}},
-		{Selector: web, Service: kubeproxy.Service{Namespace: "net", Name: "web-ext", ExternalIPs: []netip.Addr{ma(FlowExternalIP)},
-			Ports: tcp(8080, 80, 0)}},
-		{Selector: map[string]string{"app": "nothing"}, Service: kubeproxy.Service{Namespace: "net", Name: "empty", Ports: tcp(80, 80, 0)}},
-		{Selector: web, Service: kubeproxy.Service{Namespace: "net", Name: "web-itp", InternalTrafficPolicy: kubeproxy.TrafficPolicyLocal,
-			Ports: tcp(80, 80, 0)}},
-		{Selector: web, Service: kubeproxy.Service{Namespace: "net", Name: "sticky", SessionAffinity: kubeproxy.SessionAffinityClientIP,
-			Ports: tcp(80, 80, 0)}},
-	} {
-		if _, err := c.AddService(s); err != nil {
-			return nil, err
-		}
-	}
-	for _, h := range []*sim.Host{r.Outside, f.Stranger} {
-		for _, dst := range []string{FlowLBIP + "/32", FlowExternalIP + "/32", "10.96.0.0/12"} {
-			if err := h.Netns.AddRoute(datapath.RouteSpec{Dst: mp(dst), Via: ma("192.168.122.21")}); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return f, nil
+	return f, l.err
 }
 
 // FlowOutcome is where one branch of a first packet ended: the endpoint
