@@ -18,7 +18,7 @@ host namespace is never touched. Run the script as root; poke at the result
 with ip netns exec, tcpdump and iptables; remove it with the teardown script.
 
 Usage:
-  kubewalk export --scenario NAME [-o sh] [--teardown] [--prefix P] [--seed N]
+  kubewalk export (--scenario NAME | -f FILE...) [-o sh] [--teardown] [--prefix P] [--seed N]
 
 Examples:
   kubewalk export --scenario reference > up.sh && sudo sh up.sh
@@ -28,7 +28,7 @@ Examples:
 
 func runExport(args []string, out *bytes.Buffer, help io.Writer) error {
 	fs := newFlagSet("export", exportUsage, help)
-	scenario := fs.String("scenario", "", "scenario to export (see kubewalk scenarios)")
+	scenario := scenarioFlags(fs)
 	seed := fs.Uint64("seed", 1, "random seed of the simulated world (MACs, veth names)")
 	output := fs.String("o", "sh", "output format: sh")
 	teardown := fs.Bool("teardown", false, "write the script that deletes everything the setup script creates")

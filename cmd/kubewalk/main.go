@@ -19,6 +19,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/kubewalk/kubewalk/sim/scenario"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -155,10 +157,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		var ue *usageError
 		code := 1
-		if errors.As(err, &ue) {
+		var fe fileError
+		if errors.As(err, &ue) || errors.As(err, &fe) {
 			code = 2
 		}
-		fmt.Fprintf(stderr, "kubewalk %s: %s\n", name, oneLine(err.Error()))
+		for _, line := range errorLines(err) {
+			fmt.Fprintf(stderr, "kubewalk %s: %s\n", name, line)
+		}
 		return code
 	}
 	if _, err := stdout.Write(out.Bytes()); err != nil {
@@ -169,6 +174,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// errorLines is an error as lines on stderr: one per problem of a scenario
+// file (file:line:column: message), else the error on one line.
+func errorLines(err error) []string {
+	var errs scenario.Errors
+	if !errors.As(err, &errs) {
+		return []string{oneLine(err.Error())}
+	}
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = oneLine(e.Error())
+	}
+	return lines
+}
 
 // newFlagSet returns a FlagSet that reports errors instead of exiting and
 // prints its help into help.

@@ -14,7 +14,7 @@ const stateUsage = `Print a node's datapath state the way iproute2 and friends p
 node, so the two can be set side by side. With no WHAT, print them all.
 
 Usage:
-  kubewalk state --scenario NAME --node NODE [WHAT] [--from SOURCE --to DESTINATION]
+  kubewalk state (--scenario NAME | -f FILE...) --node NODE [WHAT] [--from SOURCE --to DESTINATION]
 
 With --from and --to (and -n, --proto, --port, as kubewalk trace takes
 them), a walk runs first, so the neighbour, FDB and conntrack tables show
@@ -73,7 +73,7 @@ func netfilterDump(n *sim.Node, what string) (string, error) {
 
 func runState(args []string, out *bytes.Buffer, help io.Writer) error {
 	fs := newFlagSet("state", stateUsage, help)
-	scenario := fs.String("scenario", "", "scenario (see kubewalk scenarios)")
+	scenario := scenarioFlags(fs)
 	node := fs.String("node", "", "node name")
 	seed := fs.Uint64("seed", 1, "random seed of the simulated world")
 	var walk traceFlags

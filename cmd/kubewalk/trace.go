@@ -29,7 +29,7 @@ bound port, ICMP sends one echo request. The walk is deterministic: the
 same scenario, seed and flags give the same output, byte for byte.
 
 Usage:
-  kubewalk trace --scenario NAME --from SOURCE --to DESTINATION [flags]
+  kubewalk trace (--scenario NAME | -f FILE...) --from SOURCE --to DESTINATION [flags]
 
 SOURCE is a pod, a node or an outside host. A node sends from the address
 its route to DESTINATION selects, as the kernel does (ip route get: the
@@ -76,13 +76,14 @@ Examples:
 `
 
 type traceFlags struct {
-	scenario, from, to, proto, level, output string
-	sourceIP, namespace                      string
-	proxyMode                                string
-	port, sport                              int
-	seed                                     uint64
-	explore, arp                             bool
-	given                                    map[string]bool
+	scenario                       source
+	from, to, proto, level, output string
+	sourceIP, namespace            string
+	proxyMode                      string
+	port, sport                    int
+	seed                           uint64
+	explore, arp                   bool
+	given                          map[string]bool
 }
 
 // walkFlags defines the flags of a walk that trace and state share.
@@ -133,7 +134,7 @@ func (f *traceFlags) checkWalk(fs *flag.FlagSet) error {
 func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	var f traceFlags
 	fs := newFlagSet("trace", traceUsage, help)
-	fs.StringVar(&f.scenario, "scenario", "", "scenario to walk through (see kubewalk scenarios)")
+	f.scenario = *scenarioFlags(fs)
 	f.walkFlags(fs)
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the simulated world (MACs, endpoint choice, ports)")
 	fs.StringVar(&f.proxyMode, "proxy-mode", "", "restart kube-proxy in this mode first: iptables or nftables (default: the scenario's)")
