@@ -15,7 +15,7 @@ const getUsage = `List a scenario's API objects as kubectl get does: the same co
 -o wide's extra ones, AGE on the simulation's virtual clock.
 
 Usage:
-  kubewalk get RESOURCE[,RESOURCE...] [NAME...] --scenario NAME [-n NS | -A] [-l SELECTOR] [-o wide|yaml|json|name]
+  kubewalk get RESOURCE[,RESOURCE...] [NAME...] (--scenario NAME | -f FILE...) [-n NS | -A] [-l SELECTOR] [-o wide|yaml|json|name]
 
 RESOURCE is nodes (no), pods (po), services (svc), endpointslices,
 endpoints (ep), deployments (deploy), replicasets (rs), daemonsets (ds),
@@ -44,7 +44,7 @@ conditions, taints, podCIDR, the pods on a node, a pod's containers and the
 scheduler's reason it is Pending, a Service's ports and endpoints, events.
 
 Usage:
-  kubewalk describe node|pod|svc [NAME...] --scenario NAME [-n NS]
+  kubewalk describe node|pod|svc [NAME...] (--scenario NAME | -f FILE...) [-n NS]
 
 A NAME that matches nothing exactly describes every object whose name
 starts with it (kubectl's prefix match); no NAME describes them all.
@@ -56,12 +56,12 @@ Examples:
 
 // clusterFlags are the flags every command that builds a cluster takes.
 type clusterFlags struct {
-	scenario string
+	scenario source
 	seed     uint64
 }
 
 func (f *clusterFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.scenario, "scenario", "", "scenario to load (see kubewalk scenarios)")
+	f.scenario = *scenarioFlags(fs)
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the simulated world")
 }
 

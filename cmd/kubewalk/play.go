@@ -15,7 +15,7 @@ const playUsage = `Run a lab script against a scenario in virtual time and print
 terminal would show it: each command as "$ command", then its output.
 
 Usage:
-  kubewalk play --scenario NAME SCRIPT|-
+  kubewalk play (--scenario NAME | -f FILE...) SCRIPT|-
 
 SCRIPT is a file ("-" reads stdin) of one command a line; # starts a
 comment; a command ending in <<EOF takes the lines up to EOF as its stdin;

@@ -60,9 +60,6 @@ func runScenarios(args []string, out *bytes.Buffer, help io.Writer) error {
 	return tw.Flush()
 }
 
-// stdin is what -f - reads (a test replaces it).
-var stdin io.Reader = os.Stdin
-
 // source is where a command's cluster comes from: --scenario NAME, -f FILE
 // (repeatable; - reads stdin), or both (the built-in file first). The
 // files are read and parsed once, however often the cluster is built.
