@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"go4.org/netipx"
@@ -48,16 +49,40 @@ func (d *Device) qdisc() string {
 	return "noqueue"
 }
 
-// linkHeader is the first line of `ip link` / `ip addr` for d.
-func (d *Device) linkHeader(mode bool) string {
+// linkNetnsid is the " link-netnsid N" iproute2 prints for a veth whose
+// peer is in another namespace, or "". The kernel numbers the peer
+// namespaces a namespace refers to from 0, lowest free id first, as they
+// are first needed (peernet2id_alloc); on a node that is the pods'
+// namespaces in the order their veths were created, which kubewalk takes
+// as ifindex order (a pod deleted and one created again may get another
+// id on a real node). From a pod, the node is 0.
+func (d *Device) linkNetnsid() string {
+	if d.peer == nil || d.peer.ns == d.ns {
+		return ""
+	}
+	var order []*Netns // peer namespaces in order of first veth
+	for _, o := range d.ns.devs {
+		if o.peer == nil || o.peer.ns == d.ns || slices.Contains(order, o.peer.ns) {
+			continue
+		}
+		if o.peer.ns == d.peer.ns {
+			break
+		}
+		order = append(order, o.peer.ns)
+	}
+	return " link-netnsid " + itoa(len(order))
+}
+
+// linkHeader is the first line of `ip link` / `ip addr` for d. `ip -4
+// addr` has no link/ether line and prints link-netnsid at the end of this
+// one (withNetnsid); `ip link` prints it on the link/ether line.
+func (d *Device) linkHeader(mode, withNetnsid bool) string {
 	name := d.Name
-	var netnsid string
 	if d.peer != nil {
 		if d.peer.ns == d.ns {
 			name += "@" + d.peer.Name
 		} else {
 			name += "@if" + itoa(d.peer.Index)
-			netnsid = " link-netnsid 0"
 		}
 	}
 	var b strings.Builder
@@ -76,7 +101,10 @@ func (d *Device) linkHeader(mode bool) string {
 		// omits ("group %s " then "qlen %d" only when non-zero).
 		b.WriteString("qlen 1000")
 	}
-	return b.String() + netnsid
+	if withNetnsid {
+		b.WriteString(d.linkNetnsid())
+	}
+	return b.String()
 }
 
 // IPAddr prints the namespace's IPv4 addresses as `ip -4 addr show` does.
@@ -102,10 +130,7 @@ func (ns *Netns) IPAddr() string {
 		if len(lines) == 0 {
 			continue
 		}
-		b.WriteString(strings.TrimSuffix(d.linkHeader(false), " link-netnsid 0"))
-		if d.peer != nil && d.peer.ns != d.ns {
-			b.WriteString(" link-netnsid 0")
-		}
+		b.WriteString(d.linkHeader(false, true))
 		b.WriteByte('\n')
 		for _, l := range lines {
 			b.WriteString(l + "\n")
@@ -122,14 +147,11 @@ func (ns *Netns) IPLink(name string, detail bool) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(d.linkHeader(true) + "\n")
+	b.WriteString(d.linkHeader(true, false) + "\n")
 	if d.Kind == KindLoopback {
 		b.WriteString("    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00")
 	} else {
-		b.WriteString("    link/ether " + d.MAC.String() + " brd ff:ff:ff:ff:ff:ff")
-		if d.peer != nil && d.peer.ns != d.ns {
-			b.WriteString(" link-netnsid 0")
-		}
+		b.WriteString("    link/ether " + d.MAC.String() + " brd ff:ff:ff:ff:ff:ff" + d.linkNetnsid())
 	}
 	if !detail {
 		return b.String() + "\n"
@@ -137,7 +159,13 @@ func (ns *Netns) IPLink(name string, detail bool) string {
 	if d.Kind == KindDummy {
 		b.WriteString(" promiscuity 0  allmulti 0 minmtu 0 maxmtu 0 \n    dummy ")
 	} else {
-		b.WriteString(" promiscuity 0  allmulti 0 minmtu 68 maxmtu 65535 \n")
+		// A bridge puts its ports in promiscuous and all-multicast mode
+		// (br_add_if: dev_set_promiscuity, dev_set_allmulti).
+		promisc := 0
+		if d.master != nil {
+			promisc = 1
+		}
+		fmt.Fprintf(&b, " promiscuity %d  allmulti %d minmtu 68 maxmtu 65535 \n", promisc, promisc)
 	}
 	switch d.Kind {
 	case KindVXLAN:
@@ -156,7 +184,7 @@ func (ns *Netns) IPLink(name string, detail bool) string {
 		}
 		b.WriteString(" ttl auto ageing 300 udpcsum noudp6zerocsumtx noudp6zerocsumrx ")
 	case KindBridge:
-		fmt.Fprintf(&b, "    bridge forward_delay 1500 hello_time 200 max_age 2000 ageing_time %d stp_state 0 priority 32767 ", d.br.AgeingTime.Milliseconds()/10)
+		fmt.Fprintf(&b, "    bridge forward_delay 1500 hello_time 200 max_age 2000 ageing_time %d stp_state 0 priority 32768 ", d.br.AgeingTime.Milliseconds()/10)
 	case KindVeth:
 		b.WriteString("    veth ")
 		if d.master != nil {

@@ -27,7 +27,8 @@ import (
 )
 
 // testPrefix starts the name of every namespace the differential tests
-// create; a case's namespaces are testPrefix-<case>-*.
+// create; a case's namespaces are testPrefix<pid>-<case>-*, so that runs
+// in parallel (two work trees on one machine) never touch each other's.
 const testPrefix = "kwdiff"
 
 const (
@@ -99,8 +100,8 @@ func kernelMissing() string {
 	return ""
 }
 
-// deleteStale removes namespaces left by an earlier, killed run of the
-// same case (their names start with prefix-).
+// deleteStale removes the namespaces whose names start with prefix-, and
+// those a killed run left (testPrefix<pid>- of a process that is gone).
 func deleteStale(t *testing.T, prefix string) {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
@@ -108,20 +109,32 @@ func deleteStale(t *testing.T, prefix string) {
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		f := strings.Fields(l)
-		if len(f) == 0 || !strings.HasPrefix(f[0], prefix+"-") {
+		if len(f) == 0 || !(strings.HasPrefix(f[0], prefix+"-") || leftBehind(f[0])) {
 			continue
 		}
-		if out, err := exec.Command("ip", "netns", "del", f[0]).CombinedOutput(); err != nil {
+		if out, err := exec.Command("ip", "netns", "del", f[0]).CombinedOutput(); err != nil && !strings.Contains(string(out), "No such file") {
 			t.Errorf("deleting stale namespace %s: %v: %s", f[0], err, out)
 		}
 	}
 }
 
-// buildReal exports c under testPrefix-name and runs the setup script; the
+// leftBehind reports whether name is testPrefix<pid>-... of a process that
+// no longer runs.
+func leftBehind(name string) bool {
+	rest, ok := strings.CutPrefix(name, testPrefix)
+	pid, _, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 || pid == "" || strings.Trim(pid, "0123456789") != "" {
+		return false
+	}
+	_, err := os.Stat("/proc/" + pid)
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// buildReal exports c under testPrefix<pid>-name and runs the setup script; the
 // teardown runs when the test ends, whatever happens.
 func buildReal(t *testing.T, c *sim.Cluster, name string) *export.Export {
 	t.Helper()
-	prefix := testPrefix + "-" + name
+	prefix := fmt.Sprintf("%s%d-%s", testPrefix, os.Getpid(), name)
 	deleteStale(t, prefix)
 	exp, err := export.Generate(c, export.Options{Prefix: prefix})
 	if err != nil {
