@@ -325,8 +325,16 @@ func (s *Stack) newTCPConn(ep tcpip.Endpoint, wq *waiter.Queue, fg bool) *TCPCon
 }
 
 func tcpAddr(a tcpip.FullAddress) *net.TCPAddr {
-	b := a.Addr.As4()
-	return &net.TCPAddr{IP: net.IPv4(b[0], b[1], b[2], b[3]).To4(), Port: int(a.Port)}
+	return &net.TCPAddr{IP: ip4(a.Addr), Port: int(a.Port)}
+}
+
+// ip4 converts a gVisor address to a 4-byte net.IP (0.0.0.0 when unset).
+func ip4(a tcpip.Address) net.IP {
+	if a.Len() != 4 {
+		return net.IPv4zero.To4()
+	}
+	b := a.As4()
+	return net.IPv4(b[0], b[1], b[2], b[3]).To4()
 }
 
 // parseAddr parses "host:port" where host is an IPv4 address or empty.

@@ -86,8 +86,7 @@ func (c *UDPConn) ReadFrom(b []byte) (int, net.Addr, error) {
 		res, err := c.ep.Read(&w, tcpip.ReadOptions{NeedRemoteAddr: true})
 		switch err.(type) {
 		case nil:
-			a := res.RemoteAddr.Addr.As4()
-			return res.Count, &net.UDPAddr{IP: net.IPv4(a[0], a[1], a[2], a[3]).To4(), Port: int(res.RemoteAddr.Port)}, nil
+			return res.Count, &net.UDPAddr{IP: ip4(res.RemoteAddr.Addr), Port: int(res.RemoteAddr.Port)}, nil
 		case *tcpip.ErrWouldBlock:
 		default:
 			return 0, nil, c.opErr("read", nil, errno(err))
@@ -219,8 +218,7 @@ func (s *Stack) newUDP(network, op string, laddr, raddr *net.UDPAddr, fg bool) (
 	}
 	c := &UDPConn{s: s, ep: ep, wq: wq, fg: fg, raddr: raddr, closed: make(chan struct{})}
 	if a, err := ep.GetLocalAddress(); err == nil {
-		b := a.Addr.As4()
-		c.laddr = &net.UDPAddr{IP: net.IPv4(b[0], b[1], b[2], b[3]).To4(), Port: int(a.Port)}
+		c.laddr = &net.UDPAddr{IP: ip4(a.Addr), Port: int(a.Port)}
 	}
 	return c, nil
 }
