@@ -2,14 +2,17 @@ package export_test
 
 import (
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/nftables"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/export"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/kubewalk/kubewalk/sim/packet"
 )
@@ -139,19 +142,42 @@ var cases = []diffCase{
 func TestKernelDifferential(t *testing.T) {
 	needKernel(t)
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { runCase(t, c) })
+		t.Run(c.name, func(t *testing.T) { runCase(t, c, kubeproxy.ModeIPTables) })
 	}
 }
 
-func runCase(t *testing.T, c diffCase) {
-	r, err := scenarios.NewReference(1)
+// TestKernelDifferentialNFTables runs the Service cases with kube-proxy in
+// nftables mode: kubewalk's table ip kube-proxy loaded with the real
+// nft -f in the nodes' namespaces, the same frames compared byte for byte.
+func TestKernelDifferentialNFTables(t *testing.T) {
+	needKernel(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("differential tests in nftables mode skipped: they need nft (apt-get install nftables)")
+	}
+	for _, c := range cases {
+		if !strings.HasPrefix(c.name, "svc-") {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) { runCase(t, c, kubeproxy.ModeNFTables) })
+	}
+}
+
+func runCase(t *testing.T, c diffCase, mode kubeproxy.Mode) {
+	r, err := scenarios.NewReferenceMode(1, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.prepare != nil {
 		c.prepare(t, r)
 	}
-	exp := buildReal(t, r.Cluster, c.name)
+	name := c.name
+	if mode == kubeproxy.ModeNFTables {
+		name = "nft-" + c.name
+	}
+	exp := buildReal(t, r.Cluster, name)
+	if mode == kubeproxy.ModeNFTables {
+		compareNFTListings(t, r, exp)
+	}
 
 	// Every device of every exported namespace is an observation point.
 	var pts []point
@@ -248,6 +274,55 @@ func runCase(t *testing.T, c diffCase) {
 	}
 }
 
+// compareNFTListings checks that every node's kernel holds the table ip
+// kube-proxy kubewalk holds: the real `nft list table` against kubewalk's
+// listing, hash-set elements compared as sets.
+func compareNFTListings(t *testing.T, r *scenarios.Reference, exp *export.Export) {
+	t.Helper()
+	for _, n := range r.Nodes() {
+		ns, ok := exp.Netns(n.Name, n.Host.Name)
+		if !ok {
+			t.Fatalf("node %s not exported", n.Name)
+		}
+		out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "ip", "kube-proxy").CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft list table ip kube-proxy in %s: %v: %s", ns, err, out)
+		}
+		// The export loads kube-proxy's transaction into a fresh
+		// namespace, so compare with kubewalk loading the same: chains
+		// are listed in creation order, which a node's incremental syncs
+		// change.
+		fresh := nftables.Install(datapath.NewEngine(1).NewNetns(n.Name, "host"), nil)
+		if err := fresh.Apply("", n.NFTRules.Setup()); err != nil {
+			t.Fatal(err)
+		}
+		ours, ok := fresh.ListTable("ip", "kube-proxy")
+		if !ok {
+			t.Fatalf("kubewalk has no table ip kube-proxy on %s", n.Name)
+		}
+		if got, want := nftables.CanonicalListing(string(out)), nftables.CanonicalListing(ours); got != want {
+			t.Errorf("%s: nft list table ip kube-proxy differs from kubewalk's:\n%s", n.Name, lineDiff(got, want))
+		}
+	}
+}
+
+// lineDiff lists the lines only one side has.
+func lineDiff(kernel, ours string) string {
+	k, o := strings.Split(kernel, "\n"), strings.Split(ours, "\n")
+	var b strings.Builder
+	for _, l := range k {
+		if !slices.Contains(o, l) {
+			b.WriteString("kernel   " + l + "\n")
+		}
+	}
+	for _, l := range o {
+		if !slices.Contains(k, l) {
+			b.WriteString("kubewalk " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
 // knownDisagreements are differences the tests found and that are not
 // fixed, each with the reason; they are logged, not failed.
 var knownDisagreements = []struct {
@@ -273,7 +348,7 @@ func known(caseName string, d disagreement) (string, bool) {
 func needKubeProxy(t *testing.T, r *scenarios.Reference) {
 	t.Helper()
 	for _, n := range r.Nodes() {
-		if n.ProxyRules == nil || len(n.Host.HookStages(datapath.Prerouting)) == 0 {
+		if (n.ProxyRules == nil && n.NFTRules == nil) || len(n.Host.HookStages(datapath.Prerouting)) == 0 {
 			t.Skip("kube-proxy integration not available: node " + n.Name + " has no kube-proxy rules loaded in kubewalk")
 		}
 	}

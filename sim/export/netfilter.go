@@ -14,6 +14,10 @@ import (
 // from its last sync and the FLANNEL-* rules flanneld adds — or "" when the
 // node has no rules at all.
 //
+// In nftables mode (Node.NFTRules set) the script also loads kube-proxy's
+// table ip kube-proxy with `nft -f`, from the transaction kubewalk's
+// proxier ran.
+//
 // The rules come from the simulator's own tables (Node.Netfilter, printed
 // as iptables-save prints them) and are loaded with `iptables-restore`, so
 // the kernel runs exactly the rules kubewalk ran, in the same order. When
@@ -29,7 +33,7 @@ func netfilterScript(ns string, n *sim.Node) (string, error) {
 		return "", nil
 	}
 	save := n.Netfilter.Save(netfilter.SaveOptions{})
-	if !strings.Contains(save, "\n-A ") {
+	if !strings.Contains(save, "\n-A ") && n.NFTRules == nil {
 		return "", nil
 	}
 	var b strings.Builder
@@ -41,6 +45,18 @@ func netfilterScript(ns string, n *sim.Node) (string, error) {
 		return "", &Error{Msg: "node " + n.Name + ": " + err.Error()}
 	}
 	b.WriteString(doc)
+	if n.NFTRules != nil {
+		// kube-proxy in nftables mode: its first sync's transaction, fed
+		// to nft -f after the iptables rules, so its nat chains come
+		// after iptables' in the NAT core as they do in kubewalk.
+		tx := n.NFTRules.Setup()
+		for _, l := range strings.Split(tx, "\n") {
+			if l == heredocEnd {
+				return "", &Error{Msg: "node " + n.Name + ": the nftables rules hold the line " + heredocEnd + " that would end the script's here-document"}
+			}
+		}
+		fmt.Fprintf(&b, "ip netns exec %s nft -f - <<'%s'\n%s%s\n", quote(ns), heredocEnd, tx, heredocEnd)
+	}
 	return b.String(), nil
 }
 
