@@ -155,7 +155,7 @@ func runDescribe(args []string, out *bytes.Buffer, help io.Writer) error {
 		return err
 	}
 	var notes bytes.Buffer
-	err = kubectl.Describe(c.API, pos, kf.namespace, out)
+	err = kubectl.Describe(c.API, pos, kf.namespace, out, &notes)
 	var ue *kubectl.UsageError
 	if errors.As(err, &ue) {
 		return usagef("%s", ue.Msg)

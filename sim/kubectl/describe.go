@@ -52,10 +52,11 @@ var describers = map[string]func(l Lister, o Object) string{
 }
 
 // Describe runs `kubectl describe RESOURCE [NAME...]` in namespace ns
-// ("" = "default"). As kubectl does, a NAME that matches no object exactly
-// describes every object whose name starts with it, and no NAME describes
-// them all; descriptions are separated by a blank line.
-func Describe(l Lister, args []string, ns string, out io.Writer) error {
+// ("" = "default"), descriptions on out separated by a blank line. As
+// kubectl does, one NAME that matches no object exactly describes every
+// object whose name starts with it (each followed by a blank line), and no
+// NAME describes them all, or writes "No resources found" on errOut.
+func Describe(l Lister, args []string, ns string, out, errOut io.Writer) error {
 	if len(args) == 0 {
 		return usagef("You must specify the type of resource to describe. Use \"kubectl api-resources\" for a complete list of supported resources.")
 	}
@@ -70,38 +71,44 @@ func Describe(l Lister, args []string, ns string, out io.Writer) error {
 	if ns == "" {
 		ns = "default"
 	}
+	listNS := ns
 	if !r.Namespaced {
-		ns = ""
+		listNS = ""
 	}
 	var objs []Object
 	if len(args) == 1 {
-		objs = l.List(r.Kind, ns)
+		objs = l.List(r.Kind, listNS)
 		if len(objs) == 0 {
-			if ns == "" {
-				return usagef("No resources found")
+			if r.Namespaced {
+				fmt.Fprintf(errOut, "No resources found in %s namespace.\n", ns)
+			} else {
+				fmt.Fprintln(errOut, "No resources found")
 			}
-			return usagef("No resources found in %s namespace.", ns)
+			return nil
 		}
 	}
 	for _, name := range args[1:] {
-		o, err := l.Get(r.Kind, ns, name)
+		o, err := l.Get(r.Kind, listNS, name)
 		if err == nil {
 			objs = append(objs, o)
 			continue
 		}
-		if !apierrors.IsNotFound(err) {
+		if !apierrors.IsNotFound(err) || len(args) != 2 {
 			return err
 		}
-		var prefixed []Object
-		for _, o := range l.List(r.Kind, ns) {
+		// DescribeMatchingResources: every object named name*, each
+		// description followed by a newline.
+		var b strings.Builder
+		for _, o := range l.List(r.Kind, listNS) {
 			if strings.HasPrefix(o.GetName(), name) {
-				prefixed = append(prefixed, o)
+				b.WriteString(d(l, o) + "\n")
 			}
 		}
-		if len(prefixed) == 0 {
+		if b.Len() == 0 {
 			return err
 		}
-		objs = append(objs, prefixed...)
+		io.WriteString(out, b.String())
+		return nil
 	}
 	var b strings.Builder
 	for i, o := range objs {

@@ -135,7 +135,7 @@ func TestDescribeGolden(t *testing.T) {
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			var out bytes.Buffer
-			require.NoError(t, Describe(l, tc.args, tc.ns, &out))
+			require.NoError(t, Describe(l, tc.args, tc.ns, &out, &out))
 			golden.Check(t, tc.golden, out.String())
 		})
 	}
@@ -143,7 +143,7 @@ func TestDescribeGolden(t *testing.T) {
 
 func TestDescribeShowsSchedulerReason(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, Describe(fixture(), []string{"pod", "pinned"}, "net", &out))
+	require.NoError(t, Describe(fixture(), []string{"pod", "pinned"}, "net", &out, &out))
 	assert.Contains(t, out.String(), "Warning  FailedScheduling  5m (x2 over 10m)  default-scheduler  0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector")
 	assert.Regexp(t, `(?m)^Node-Selectors: +disktype=ssd$`, out.String())
 	assert.Regexp(t, `(?m)^Node: +<none>$`, out.String())
@@ -152,12 +152,13 @@ func TestDescribeShowsSchedulerReason(t *testing.T) {
 func TestDescribeErrors(t *testing.T) {
 	l := fixture()
 	var out bytes.Buffer
-	err := Describe(l, []string{"pod", "nope"}, "net", &out)
+	var errOut bytes.Buffer
+	err := Describe(l, []string{"pod", "nope"}, "net", &out, &errOut)
 	assert.Equal(t, "Error from server (NotFound): pods \"nope\" not found\n", ErrorText(err))
-	err = Describe(l, []string{"deploy", "web"}, "net", &out)
+	err = Describe(l, []string{"deploy", "web"}, "net", &out, &errOut)
 	assert.Equal(t, "error: kubewalk describes nodes, pods and services, not deployments\n", ErrorText(err))
-	err = Describe(l, []string{"pods"}, "kube-public", &out)
-	assert.Equal(t, "error: No resources found in kube-public namespace.\n", ErrorText(err))
+	require.NoError(t, Describe(l, []string{"pods"}, "kube-public", &out, &errOut))
+	assert.Equal(t, "No resources found in kube-public namespace.\n", errOut.String())
 	assert.Empty(t, out.String())
 }
 

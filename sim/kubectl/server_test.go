@@ -38,7 +38,7 @@ func TestViewsOverAPIServer(t *testing.T) {
 	require.NoError(t, Get(s, []string{"svc"}, GetOptions{AllNamespaces: true}, &out, &errOut))
 	require.NoError(t, Get(s, []string{"endpointslices"}, GetOptions{Output: "wide"}, &out, &errOut))
 	require.NoError(t, Get(s, []string{"ns"}, GetOptions{}, &out, &errOut))
-	require.NoError(t, Describe(s, []string{"svc", "web"}, "", &out))
+	require.NoError(t, Describe(s, []string{"svc", "web"}, "", &out, &out))
 	out.WriteString(ErrorText(err))
 	require.Empty(t, errOut.String())
 	golden.Check(t, "apiserver-views.txt", out.String())

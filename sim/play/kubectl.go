@@ -188,7 +188,7 @@ func kubectlGet(r *Runner, a kubectlArgs, _ string, out io.Writer) error {
 }
 
 func kubectlDescribe(r *Runner, a kubectlArgs, _ string, out io.Writer) error {
-	if err := kubectl.Describe(r.API, a.pos, a.namespace, out); err != nil {
+	if err := kubectl.Describe(r.API, a.pos, a.namespace, out, out); err != nil {
 		return &kubectlError{err}
 	}
 	return nil

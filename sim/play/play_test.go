@@ -216,3 +216,28 @@ func TestDeleteWaits(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "gone when delete returns: %v", err)
 	assert.Greater(t, r.Cluster.World.Now(), before)
 }
+
+// Any command line gets output or an error line, never a panic.
+func FuzzExec(f *testing.F) {
+	for _, s := range []string{
+		"kubectl get pods -A -o wide", "kubectl patch svc web -n net -p '{\"spec\":{\"ports\":[{\"port\":80,\"nodePort\":31000}]}}'",
+		"kubectl patch deploy x -p '[1]'", "kubectl label pod client -n net a=b c-", "kubectl scale deploy web --replicas=-1",
+		"kubectl exec -n net client -- ip route", "node cka-w1: ip -d link show cni0", "sleep 1.5", "kubectl delete svc",
+		"kubectl get deploy,pods -l 'app in (web'", "kubectl describe pods web", "kubectl -n",
+	} {
+		f.Add(s, "")
+	}
+	f.Add("kubectl apply -f -", "apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: net}\nspec: {ports: [{port: 1}]}\n")
+	ref, err := scenarios.NewReference(1)
+	require.NoError(f, err)
+	r := New(ref.Cluster)
+	f.Fuzz(func(t *testing.T, line, stdin string) {
+		if strings.HasPrefix(line, "sleep") {
+			return // virtual time is cheap, but not a fuzzer's thousands of hours
+		}
+		var out bytes.Buffer
+		if err := r.Line(line, stdin, &out); err != nil {
+			assert.NotEmpty(t, out.String(), "a failing command says why: %q", line)
+		}
+	})
+}

@@ -163,6 +163,8 @@ func (r *Runner) Exec(args []string, stdin string, out io.Writer) error {
 func (r *Runner) Line(line, stdin string, out io.Writer) error {
 	args, err := split(line)
 	if err != nil {
+		err = &SyntaxError{Line: 1, Msg: err.Error()}
+		fmt.Fprintf(out, "play: %v\n", err)
 		return err
 	}
 	return r.Exec(args, stdin, out)
