@@ -164,12 +164,24 @@ func TestAgainstRealKubectl(t *testing.T) {
 		args []string
 		ours func(l Lister, out *bytes.Buffer) error
 	}{
-		{[]string{"describe", "pod", "pinned", "-n", "net"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"pod", "pinned"}, "net", out, out) }},
-		{[]string{"describe", "pod", "crashy", "-n", "net"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"pod", "crashy"}, "net", out, out) }},
-		{[]string{"describe", "pod", "client", "-n", "net"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"pod", "client"}, "net", out, out) }},
-		{[]string{"describe", "svc", "web-lb", "-n", "net"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"svc", "web-lb"}, "net", out, out) }},
-		{[]string{"describe", "svc", "nothing", "-n", "net"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"svc", "nothing"}, "net", out, out) }},
-		{[]string{"describe", "svc", "kubernetes"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"svc", "kubernetes"}, "", out, out) }},
+		{[]string{"describe", "pod", "pinned", "-n", "net"}, func(l Lister, out *bytes.Buffer) error {
+			return Describe(l, []string{"pod", "pinned"}, "net", out, out)
+		}},
+		{[]string{"describe", "pod", "crashy", "-n", "net"}, func(l Lister, out *bytes.Buffer) error {
+			return Describe(l, []string{"pod", "crashy"}, "net", out, out)
+		}},
+		{[]string{"describe", "pod", "client", "-n", "net"}, func(l Lister, out *bytes.Buffer) error {
+			return Describe(l, []string{"pod", "client"}, "net", out, out)
+		}},
+		{[]string{"describe", "svc", "web-lb", "-n", "net"}, func(l Lister, out *bytes.Buffer) error {
+			return Describe(l, []string{"svc", "web-lb"}, "net", out, out)
+		}},
+		{[]string{"describe", "svc", "nothing", "-n", "net"}, func(l Lister, out *bytes.Buffer) error {
+			return Describe(l, []string{"svc", "nothing"}, "net", out, out)
+		}},
+		{[]string{"describe", "svc", "kubernetes"}, func(l Lister, out *bytes.Buffer) error {
+			return Describe(l, []string{"svc", "kubernetes"}, "", out, out)
+		}},
 		{[]string{"describe", "node", "cka-w1"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"node", "cka-w1"}, "", out, out) }},
 		{[]string{"describe", "node", "cka-w2"}, func(l Lister, out *bytes.Buffer) error { return Describe(l, []string{"node", "cka-w2"}, "", out, out) }},
 		{[]string{"get", "svc", "web", "-n", "net", "-o", "yaml"}, func(l Lister, out *bytes.Buffer) error {
