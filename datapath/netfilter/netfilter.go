@@ -348,7 +348,19 @@ func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
 	if depth >= NFTJumpStackSize {
 		return vDrop // cannot happen: loops and deeper nesting are refused at load time
 	}
-	for _, r := range ch.rules {
+	for i := 0; i < len(ch.rules); i++ {
+		r := ch.rules[i]
+		if run := r.run; run != nil {
+			// An indexed run: the rules before the next one that
+			// matches are evaluated (and counted) without a match.
+			j := run.next(c, i)
+			nf.Evaluations += uint64(j - i)
+			if j == run.end {
+				i = j - 1
+				continue
+			}
+			i, r = j, ch.rules[j]
+		}
 		nf.Evaluations++
 		if c.rec.on && r.volatileMatch {
 			c.rec.uncacheable = true

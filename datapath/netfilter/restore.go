@@ -536,6 +536,7 @@ func (nf *Netfilter) commit(st *staged) {
 			r.chain = c
 			r.classify()
 		}
+		c.buildIndex()
 	}
 	nf.gen++
 	if !t.loaded {

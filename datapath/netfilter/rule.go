@@ -26,6 +26,8 @@ type Rule struct {
 	// volatileMatch and volatileTarget keep walks through the rule out of
 	// the flow cache (see classify).
 	volatileMatch, volatileTarget bool
+	// run is the indexed run of the chain this rule is in, or nil.
+	run *indexRun
 
 	Packets, Bytes uint64
 
