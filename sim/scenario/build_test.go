@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -111,4 +113,29 @@ func TestBuildWithoutAnOverlay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, c.Flannel)
 	assert.Nil(t, c.Node("w1").Host.Device("flannel.1"))
+}
+
+// The small cluster of docs/scenario-files.md loads, builds and runs its
+// Deployment's pods on the workers.
+func TestDocumentedExampleBuilds(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/scenario-files.md")
+	require.NoError(t, err)
+	s := string(doc)
+	start := strings.Index(s, "```yaml\napiVersion: kubewalk.io/v1alpha1")
+	require.GreaterOrEqual(t, start, 0)
+	body := s[start+len("```yaml\n"):]
+	body = body[:strings.Index(body, "```")]
+	f, err := Parse("lab.yaml", []byte(body))
+	require.NoError(t, err)
+	c, err := Build(f, f.Cluster.Seed)
+	require.NoError(t, err)
+	var nodes []string
+	for _, p := range c.Pods() {
+		if p.Spec.Namespace == "shop" {
+			nodes = append(nodes, p.Node.Name)
+		}
+	}
+	assert.ElementsMatch(t, []string{"w1", "w2"}, nodes, "two replicas, none on the tainted control-plane node")
+	assert.False(t, c.Node("w2").Host.Sysctl.BridgeNFCallIPTables)
+	require.NotNil(t, c.ExternalHost("laptop"))
 }

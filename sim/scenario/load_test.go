@@ -269,13 +269,13 @@ func TestKindList(t *testing.T) {
 	assert.Equal(t, corev1.PodStatus{}, pod.Status)
 	assert.Equal(t, []string{
 		"metadata.creationTimestamp", "metadata.managedFields", "metadata.resourceVersion", "metadata.uid",
-		"spec.containers[0].image", "spec.containers[0].imagePullPolicy", "spec.dnsPolicy", "spec.restartPolicy", "status",
+		"spec.containers[0].imagePullPolicy", "spec.dnsPolicy", "spec.restartPolicy", "status",
 	}, f.Manifests[0].Ignored)
 
 	d, ok := f.Manifests[1].Object.(*appsv1.Deployment)
 	require.True(t, ok)
 	assert.Equal(t, int32(2), *d.Spec.Replicas)
-	assert.Equal(t, []string{"metadata.generation", "spec.template.spec.containers[0].image", "status"}, f.Manifests[1].Ignored)
+	assert.Equal(t, []string{"metadata.generation", "status"}, f.Manifests[1].Ignored)
 	assert.Equal(t, "Namespace net", f.Manifests[2].Key(), "a cluster-scoped object has no namespace")
 }
 
@@ -301,7 +301,7 @@ func TestIgnoredFieldsOfAGoObject(t *testing.T) {
 			ReadinessProbe: &corev1.Probe{PeriodSeconds: 5},
 		}}},
 	}
-	assert.Equal(t, []string{"spec.containers[0].image", "spec.containers[0].readinessProbe"}, IgnoredFields(pod))
+	assert.Equal(t, []string{"spec.containers[0].readinessProbe"}, IgnoredFields(pod), "the image is in the kubelet's events; probes are not modelled")
 	assert.Empty(t, IgnoredFields(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "net"}}))
 }
 

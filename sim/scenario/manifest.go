@@ -420,7 +420,7 @@ var modelled = map[string][]string{
 
 func podFields(prefix string) []string {
 	f := []string{"spec.nodeName", "spec.nodeSelector", "spec.affinity.nodeAffinity", "spec.tolerations", "spec.hostNetwork",
-		"spec.containers[].name", "spec.containers[].ports"}
+		"spec.containers[].name", "spec.containers[].image", "spec.containers[].ports"}
 	for i := range f {
 		f[i] = prefix + f[i]
 	}
