@@ -82,9 +82,9 @@
 //     inside a netstack call; so frames enter the world's queue in one
 //     order.
 //   - After each barrier the driver releases the lock and yields
-//     (runtime.Gosched) until two rounds pass in which no goroutine entered
-//     or left a netstack call and the scheduler reports no other goroutine
-//     ready to run (runtime/metrics /sched/goroutines/runnable and
+//     (runtime.Gosched) until a round (two with GOMAXPROCS > 1) passes in
+//     which no goroutine entered or left a netstack call and the scheduler
+//     reports no other goroutine ready to run (runtime/metrics /sched/goroutines/runnable and
 //     running): the goroutines the step woke (a reader, net/http's
 //     readLoop and writeLoop, a server's handler) have all reached their
 //     next blocking point before the next event runs.
@@ -95,18 +95,21 @@
 // seed and sequence of calls give the same frames, byte for byte, at the
 // same virtual times, on every run (TestDeterministicFrames checks two runs
 // of a cross-node HTTP exchange). This rests on the Go scheduler running a
-// goroutine's readied goroutines before a yielding one resumes, which holds
-// on one processor except for its fairness check of the global queue, so
-// the rounds above are repeated until quiet.
+// goroutine's readied goroutines before a yielding one resumes, and on the
+// scheduler's runnable count, which is exact on one processor while the
+// driver runs.
 //
 // With GOMAXPROCS above one, results stay correct (the same bytes reach
 // the applications, errors are the same) but timing may vary from run to
 // run: a goroutine running in parallel on another processor can still be
 // on its way into a netstack call when the next event runs, and two
 // processors' segments can interleave, so ACK timing and advertised
-// windows may differ. Before declaring the world idle the driver waits a
-// little longer, in wall-clock time, so an idle error is never caused by
-// such a goroutine.
+// windows may differ. Before declaring the world idle, and before jumping the
+// clock by more than a millisecond (to a timeout), the driver waits longer
+// in wall-clock time (until the scheduler shows nothing running three
+// times, at most some 40 ms), so an idle error or a spurious timeout is
+// not caused by such a goroutine, short of a machine that deschedules it
+// for longer than that.
 //
 // Application hygiene still matters: a server that writes the wall-clock
 // time (net/http's automatic Date header) is not deterministic

@@ -20,8 +20,9 @@ import (
 //     timer fired, an application call), resume its TCP processors and pause
 //     them again (gVisor's own barrier: Pause returns once each processor
 //     has drained its queue); then release the lock and yield the processor
-//     (runtime.Gosched) until two rounds pass in which no goroutine entered
-//     or left a netstack call, so the goroutines those steps woke have run
+//     (runtime.Gosched) until a round (two with GOMAXPROCS > 1) passes in
+//     which no goroutine entered or left a netstack call and the scheduler
+//     shows no other goroutine ready, so the goroutines those steps woke have run
 //     up to their next blocking call; repeat until nothing is touched.
 //  2. if the waiting call can complete, return;
 //  3. otherwise run the next event of the world's queue (a frame on a
@@ -60,10 +61,6 @@ type driverKey struct{}
 // maxSettleRounds bounds one settle when goroutines outside the world
 // (another test's) keep the machine busy.
 const maxSettleRounds = 10000
-
-var idleChecks int
-
-var idleHook func()
 
 // driveMu lets one world at a time drive in a process, so two worlds'
 // drivers do not each see the other's goroutines as work in progress.
@@ -125,7 +122,7 @@ func (d *driver) settle() {
 		if !touched && a == d.seen && !othersBusy() {
 			return
 		}
-		for quiet, rounds := 0, 0; quiet < 2 && rounds < maxSettleRounds; rounds++ {
+		for quiet, rounds := 0, 0; quiet < d.quietRounds() && rounds < maxSettleRounds; rounds++ {
 			d.mu.Unlock()
 			runtime.Gosched()
 			d.mu.Lock()
@@ -146,10 +143,6 @@ func (d *driver) settle() {
 // ready three times in a row (at most about 40 ms of wall-clock time) and
 // reports whether anything moved meanwhile.
 func (d *driver) idleCheck() bool {
-	idleChecks++
-	if idleHook != nil {
-		idleHook()
-	}
 	a := d.activity.Load()
 	for quiet, i := 0, 0; quiet < 3 && i < 200; i++ {
 		d.mu.Unlock()
@@ -170,8 +163,8 @@ func (d *driver) idleCheck() bool {
 }
 
 // parallelCheck is the look before the clock moves on when goroutines can
-// run in parallel (GOMAXPROCS > 1): it waits, for at most 2 ms of wall-clock
-// time, until the scheduler shows no goroutine but the caller running or
+// run in parallel (GOMAXPROCS > 1): it waits, for at most 2 ms of
+// wall-clock time, until the scheduler shows no goroutine but the caller running or
 // ready three times in a row, releasing the world lock between looks so a
 // goroutine spinning for it gets in. It reports whether anything moved.
 func (d *driver) parallelCheck() bool {
@@ -194,6 +187,17 @@ func (d *driver) parallelCheck() bool {
 		}
 	}
 	return false
+}
+
+// quietRounds is how many rounds in a row must show nothing moving. On
+// one processor the scheduler's runnable count is exact while the driver
+// runs (nothing else can touch the run queue), so one round after a yield
+// suffices; with more, two.
+func (d *driver) quietRounds() int {
+	if runtime.GOMAXPROCS(0) == 1 {
+		return 1
+	}
+	return 2
 }
 
 func (d *driver) anyDirty() bool {
@@ -227,8 +231,17 @@ func (d *driver) drive(done func() bool) error {
 			}
 			return &IdleError{At: d.e.Now()}
 		}
-		if next > d.e.Now() && runtime.GOMAXPROCS(0) > 1 && d.parallelCheck() {
-			continue
+		if next > d.e.Now() && runtime.GOMAXPROCS(0) > 1 {
+			// A goroutine running on another processor may be about to
+			// act at the current instant. A long jump (to a timeout, a
+			// retransmission) gets the idle check's patience.
+			if next-d.e.Now() > time.Millisecond {
+				if d.idleCheck() {
+					continue
+				}
+			} else if d.parallelCheck() {
+				continue
+			}
 		}
 		if n >= limit {
 			return &datapath.ErrEventLimit{Events: n, At: d.e.Now()}
