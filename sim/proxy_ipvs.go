@@ -127,6 +127,12 @@ func (p *IPVSProxier) Sync(snap kubeproxy.Snapshot) error {
 		}
 	}
 	// Virtual servers and their destinations.
+	bound := map[netip.Addr]bool{}
+	for _, a := range n.Host.Addrs() {
+		if a.Dev.Name == kubeproxy.DummyDevice {
+			bound[a.Prefix.Addr()] = true
+		}
+	}
 	active := map[*ipvs.Service]bool{}
 	for _, vs := range rules.VirtualServers {
 		spec := ipvs.ServiceSpec{Proto: protoNum(vs.Protocol), Addr: vs.Addr, Port: uint16(vs.Port), Scheduler: vs.Scheduler,
@@ -146,13 +152,11 @@ func (p *IPVSProxier) Sync(snap kubeproxy.Snapshot) error {
 			}
 		}
 		active[s] = true
-		if vs.Bind {
-			pfx := netip.PrefixFrom(vs.Addr, 32)
-			if !hasAddr(n.Host, kubeproxy.DummyDevice, pfx) {
-				if err := n.Host.AddAddr(kubeproxy.DummyDevice, pfx); err != nil {
-					return fail(err)
-				}
+		if vs.Bind && !bound[vs.Addr] {
+			if err := n.Host.AddAddr(kubeproxy.DummyDevice, netip.PrefixFrom(vs.Addr, 32)); err != nil {
+				return fail(err)
 			}
+			bound[vs.Addr] = true
 		}
 		if err := p.syncDests(s, vs.Dests); err != nil {
 			return fail(err)
@@ -161,8 +165,12 @@ func (p *IPVSProxier) Sync(snap kubeproxy.Snapshot) error {
 	if err := nf.Restore(rules.RestoreInput(), netfilter.RestoreOptions{Noflush: true, Counters: true}); err != nil {
 		return fail(err)
 	}
+	want := map[netip.Addr]bool{}
+	for _, a := range rules.BindAddrs {
+		want[a] = true
+	}
 	for _, a := range slices.Clone(n.Host.Addrs()) {
-		if a.Dev.Name == kubeproxy.DummyDevice && !slices.Contains(rules.BindAddrs, a.Prefix.Addr()) {
+		if a.Dev.Name == kubeproxy.DummyDevice && !want[a.Prefix.Addr()] {
 			if err := n.Host.DeleteAddr(kubeproxy.DummyDevice, a.Prefix); err != nil {
 				return fail(err)
 			}
@@ -223,12 +231,3 @@ func (p *IPVSProxier) syncDests(s *ipvs.Service, want []netip.AddrPort) error {
 }
 
 func currentEntries(s *ipset.Set) []string { return s.Entries() }
-
-func hasAddr(ns *datapath.Netns, dev string, p netip.Prefix) bool {
-	for _, a := range ns.Addrs() {
-		if a.Dev.Name == dev && a.Prefix == p {
-			return true
-		}
-	}
-	return false
-}

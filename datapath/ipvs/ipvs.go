@@ -460,3 +460,13 @@ func (v *IPVS) Virtual(proto uint8, src, dst [4]byte, sport, dport uint16) ([4]b
 	}
 	return c.VAddr, c.VPort, true
 }
+
+// FlushConns drops every connection entry and template, as if they had all
+// expired (there is no ipvsadm command for it; benchmarks use it to make
+// every packet a first packet again).
+func (v *IPVS) FlushConns() {
+	for _, c := range v.Conns() {
+		v.expire(c)
+	}
+	v.conns = v.conns[:0]
+}

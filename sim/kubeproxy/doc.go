@@ -63,4 +63,37 @@
 //
 // Stale UDP conntrack entries: see [StaleUDPFlows] and
 // [Rules.StaleUDPEntry].
+//
+// # IPVS mode
+//
+// [GenerateIPVS] models kube-proxy v1.33's IPVS proxier
+// (pkg/proxy/ipvs/proxier.go, deprecated in v1.35): [IPVSRules] holds the
+// ipsets (ipsetInfo's seventeen sets, with their entries), the virtual
+// servers (ClusterIP, external IPs and load-balancer IPs bound to the
+// kube-ipvs0 dummy device unless already a node address; NodePorts on
+// every node address outside kube-ipvs0 but loopback and link-local), each
+// with the configured scheduler ("" is rr; [ParseIPVSScheduler] refuses
+// others with kube-proxy's validation error), persistence for
+// sessionAffinity ClientIP, weight-1 Masq real servers, and the restore
+// text of the iptables rules IPVS mode still writes (KUBE-SERVICES with
+// match-set rules, KUBE-NODE-PORT, KUBE-LOAD-BALANCER, KUBE-POSTROUTING's
+// KUBE-LOOP-BACK hairpin masquerade, KUBE-IPVS-FILTER and
+// KUBE-IPVS-OUT-FILTER, KUBE-SOURCE-RANGES-FIREWALL). What kube-proxy's
+// IPVS mode does differently from iptables mode, and kubewalk with it:
+//
+//   - A node without a local endpoint for an externalTrafficPolicy Local
+//     Service gives the NodePort, external and LB virtual servers the
+//     cluster endpoints (kubernetes#97081) instead of dropping.
+//   - internalTrafficPolicy Local without a local endpoint leaves the
+//     ClusterIP virtual server empty, which IPVS answers with ICMP port
+//     unreachable; so does a Service without endpoints.
+//   - Traffic to a ClusterIP on a port without a virtual server is local
+//     to the node and rejected by KUBE-IPVS-FILTER.
+//   - Real servers are added in Go map order on a real node, so which
+//     endpoint gets the first connection is random; kubewalk draws it at
+//     the first scheduling (see ipvs.Service.UnknownOrder).
+//
+// The kube-proxy loop order over Services and sets (Go maps) decides the
+// creation order of sets and the order of `ipset list`; kubewalk uses the
+// proxier's ipsetInfo order.
 package kubeproxy
