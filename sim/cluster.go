@@ -101,6 +101,10 @@ type Cluster struct {
 	started    map[string]time.Duration                // pod key → when its sandbox is up
 	advertised bool
 	flannel    *flanneld
+	snap       kubeproxy.Snapshot // kube-proxy's view, cached
+	snapGen    uint64             // bumped by every Service or EndpointSlice event
+	snapAt     uint64
+	snapValid  bool
 	stopping   map[string]time.Duration // pod key → when its containers have stopped
 	podErrs    map[string]error         // pod key → why the kubelet could not start it
 	externals  []*Host
@@ -408,8 +412,8 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 	if err := c.Settle(); err != nil {
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
-	if c.cp.proxyErr != nil {
-		return nil, &ConfigError{Object: obj, Msg: c.cp.proxyErr.Error()}
+	if err := c.proxyError(); err != nil {
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	return n, nil
 }
@@ -516,8 +520,8 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 		}
 		return nil, perr
 	}
-	if c.cp.proxyErr != nil {
-		return nil, &ConfigError{Object: obj, Msg: c.cp.proxyErr.Error()}
+	if err := c.proxyError(); err != nil {
+		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	return p, nil
 }
@@ -617,7 +621,7 @@ func (c *Cluster) DeletePod(namespace, name string) error {
 	if err := c.Settle(); err != nil {
 		return err
 	}
-	return c.cp.proxyErr
+	return c.proxyError()
 }
 
 // Pod returns the pod namespace/name, or nil.

@@ -59,9 +59,7 @@ type controlPlane struct {
 	kubelet   *controller.Queue // pod keys, for every node's kubelet
 	proxy     *controller.Queue // one key: kube-proxy's sync on every node
 
-	lastProxySync time.Duration
-	proxySynced   bool
-	proxyErr      error
+	lastProxySync map[string]time.Duration // node → its kube-proxy's last sync
 }
 
 func (c *Cluster) startControlPlane() error {
@@ -79,6 +77,7 @@ func (c *Cluster) startControlPlane() error {
 		deploy:    controller.NewDeployments(api, eng),
 		ds:        controller.NewDaemonSets(api, eng),
 	}
+	cp.lastProxySync = map[string]time.Duration{}
 	c.cp = cp
 	cp.kubelet = controller.NewQueue(eng, "kubelet", 0, c.syncPod)
 	cp.proxy = controller.NewQueue(eng, "kube-proxy", 0, c.syncProxies)
@@ -90,7 +89,13 @@ func (c *Cluster) startControlPlane() error {
 	})
 	api.Watch("Service", func(ev watch.Event) { c.observeService(ev) })
 	api.Watch("EndpointSlice", func(ev watch.Event) { c.observeSlice(ev) })
-	api.Watch("Node", func(watch.Event) { c.queueProxySync() })
+	// kube-proxy's node informer watches its own Node only: a joining
+	// node's kube-proxy makes its first sync; the others do nothing.
+	api.Watch("Node", func(ev watch.Event) {
+		if ev.Type == watch.Added {
+			c.queueProxySync(ev.Object.(*corev1.Node).Name)
+		}
+	})
 
 	// The API server's own objects already exist: list them, as an
 	// informer's initial list does.
@@ -152,29 +157,54 @@ func (c *Cluster) observeSlice(ev watch.Event) {
 	c.queueProxySync()
 }
 
-func (c *Cluster) queueProxySync() {
+// queueProxySync wakes kube-proxy on the named nodes (all when none is
+// named), each no sooner than ProxyMinSyncPeriod after its last sync.
+func (c *Cluster) queueProxySync(nodes ...string) {
 	cp := c.cp
-	if cp == nil || len(c.nodes) == 0 {
+	if cp == nil {
 		return
 	}
-	delay := time.Duration(0)
-	if cp.proxySynced {
-		if next := cp.lastProxySync + ProxyMinSyncPeriod; next > c.World.Now() {
-			delay = next - c.World.Now()
+	c.snapGen++
+	if len(nodes) == 0 {
+		for _, n := range c.nodes {
+			nodes = append(nodes, n.Name)
 		}
 	}
-	cp.proxy.AddAfter("sync", delay)
+	for _, name := range nodes {
+		delay := time.Duration(0)
+		if last, ok := cp.lastProxySync[name]; ok {
+			if next := last + ProxyMinSyncPeriod; next > c.World.Now() {
+				delay = next - c.World.Now()
+			}
+		}
+		cp.proxy.AddAfter(name, delay)
+	}
 }
 
-func (c *Cluster) syncProxies(string) (controller.Result, error) {
-	c.cp.lastProxySync, c.cp.proxySynced = c.World.Now(), true
-	c.cp.proxyErr = c.Sync()
-	if c.cp.proxyErr != nil {
+// syncProxies is one node's kube-proxy syncing.
+func (c *Cluster) syncProxies(name string) (controller.Result, error) {
+	n := c.Node(name)
+	if n == nil || n.Proxier == nil {
+		return controller.Result{}, nil
+	}
+	c.cp.lastProxySync[name] = c.World.Now()
+	if err := c.syncNode(n, c.snapshot()); err != nil {
 		// kube-proxy logs "Failed to execute iptables-restore" and
 		// retries after its sync period; the rules already loaded stay.
 		return controller.Result{RequeueAfter: ProxySyncPeriod}, nil
 	}
 	return controller.Result{}, nil
+}
+
+// proxyError is the kube-proxy sync failures on the nodes, if any.
+func (c *Cluster) proxyError() error {
+	var errs []error
+	for _, n := range c.nodes {
+		if n.ProxySyncError != nil {
+			errs = append(errs, n.ProxySyncError)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // --- kubelet ----------------------------------------------------------------
@@ -527,5 +557,5 @@ func (c *Cluster) LabelPod(namespace, name, key, value string) error {
 	if err := c.Settle(); err != nil {
 		return err
 	}
-	return c.cp.proxyErr
+	return c.proxyError()
 }

@@ -163,7 +163,7 @@ func (c *Cluster) InstallKubeadmAddons() error {
 	if err := c.Settle(); err != nil {
 		return err
 	}
-	return c.cp.proxyErr
+	return c.proxyError()
 }
 
 func (c *Cluster) isControlPlane(name string) bool {

@@ -100,8 +100,8 @@ func (c *Cluster) AddServices(specs []ServiceSpec) ([]*Service, error) {
 	if err := c.Settle(); err != nil {
 		return nil, err
 	}
-	if c.cp.proxyErr != nil {
-		return nil, &ConfigError{Object: "services", Msg: c.cp.proxyErr.Error()}
+	if err := c.proxyError(); err != nil {
+		return nil, &ConfigError{Object: "services", Msg: err.Error()}
 	}
 	out := make([]*Service, 0, len(specs))
 	for _, spec := range specs {
@@ -119,7 +119,7 @@ func (c *Cluster) DeleteService(namespace, name string) error {
 	if err := c.Settle(); err != nil {
 		return err
 	}
-	return c.cp.proxyErr
+	return c.proxyError()
 }
 
 // Service returns the Service namespace/name, or nil.
@@ -151,22 +151,38 @@ func (c *Cluster) ProxyConfig(n *Node) kubeproxy.Config {
 // EndpointSlices its informers hold (each node's Proxier programs its
 // datapath for the new snapshot and clears stale UDP conntrack entries).
 func (c *Cluster) Sync() error {
+	snap := c.snapshot()
+	var errs []error
+	for _, n := range c.nodes {
+		if err := c.syncNode(n, snap); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// snapshot is kube-proxy's informer view (Snapshot), computed once per
+// change of Services or EndpointSlices however many nodes sync from it.
+func (c *Cluster) snapshot() kubeproxy.Snapshot {
+	if c.snapValid && c.snapAt == c.snapGen {
+		return c.snap
+	}
 	for _, s := range c.services {
 		s.EndpointSlice = kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
 		if list := c.slices[s.Name()]; len(list) > 0 {
 			s.EndpointSlice = proxySlice(list[0])
 		}
 	}
-	snap := c.Snapshot()
-	// Every node's kube-proxy syncs on its own: one that fails keeps its
-	// previous rules and does not stop the others.
-	var errs []error
-	for _, n := range c.nodes {
-		n.ProxySyncError = n.Proxier.Sync(snap)
-		if n.ProxySyncError != nil {
-			n.RestoreFailures++
-			errs = append(errs, n.ProxySyncError)
-		}
+	c.snap, c.snapAt, c.snapValid = c.Snapshot(), c.snapGen, true
+	return c.snap
+}
+
+// syncNode is node n's kube-proxy syncing snap. A node that fails keeps
+// its previous rules and does not stop the others.
+func (c *Cluster) syncNode(n *Node, snap kubeproxy.Snapshot) error {
+	n.ProxySyncError = n.Proxier.Sync(snap)
+	if n.ProxySyncError != nil {
+		n.RestoreFailures++
 	}
-	return errors.Join(errs...)
+	return n.ProxySyncError
 }
