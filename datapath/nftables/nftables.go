@@ -110,7 +110,20 @@ type Table struct {
 	Comment      string
 	chains       []*Chain
 	sets         []*Set
-	anonSeq      int
+	byName       map[string]*Chain // index of chains
+}
+
+func (t *Table) addChain(c *Chain) {
+	t.chains = append(t.chains, c)
+	if t.byName == nil {
+		t.byName = map[string]*Chain{}
+	}
+	t.byName[c.Name] = c
+}
+
+func (t *Table) deleteChain(c *Chain) {
+	t.chains = slices.DeleteFunc(t.chains, func(x *Chain) bool { return x == c })
+	delete(t.byName, c.Name)
 }
 
 // Chains returns the chains in creation order.
@@ -120,14 +133,7 @@ func (t *Table) Chains() []*Chain { return t.chains }
 func (t *Table) Sets() []*Set { return t.sets }
 
 // Chain returns the chain named name, or nil.
-func (t *Table) Chain(name string) *Chain {
-	for _, c := range t.chains {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
+func (t *Table) Chain(name string) *Chain { return t.byName[name] }
 
 // Set returns the named set or map, or nil.
 func (t *Table) Set(name string) *Set {
@@ -294,6 +300,7 @@ func (t *Table) clone() *Table {
 	c := *t
 	c.chains = nil
 	c.sets = nil
+	c.byName = nil
 	for _, s := range t.sets {
 		c.sets = append(c.sets, s.clone())
 	}
@@ -301,7 +308,7 @@ func (t *Table) clone() *Table {
 		cc := *ch
 		cc.rules = slices.Clone(ch.rules)
 		cc.table = &c
-		c.chains = append(c.chains, &cc)
+		c.addChain(&cc)
 	}
 	return &c
 }

@@ -283,7 +283,7 @@ func (p *parser) chain(verb token) *cmdErr {
 		if p.st.referenced(t, c) {
 			return &cmdErr{tok: nt, msg: msgCouldNot + msgBusy}
 		}
-		t.chains = slices.DeleteFunc(t.chains, func(x *Chain) bool { return x == c })
+		t.deleteChain(c)
 		return p.end()
 	case "flush":
 		if c == nil {
@@ -368,7 +368,7 @@ func (p *parser) chain(verb token) *cmdErr {
 		}
 		return nil
 	}
-	t.chains = append(t.chains, nc)
+	t.addChain(nc)
 	return nil
 }
 

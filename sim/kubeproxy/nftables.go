@@ -151,8 +151,15 @@ func (r *NFTRules) Transaction(st NFTSyncState) (tx string, stale []string) {
 			}
 		}
 	}
+	active := make(map[string]bool, len(r.ActiveChains))
+	for _, c := range r.ActiveChains {
+		active[c] = true
+	}
+	for _, c := range st.StaleChains {
+		active[c] = true
+	}
 	for _, c := range st.ExistingChain {
-		if strings.Contains(c, "/") && !slices.Contains(r.ActiveChains, c) && !slices.Contains(st.StaleChains, c) {
+		if strings.Contains(c, "/") && !active[c] {
 			b.WriteString("flush chain ip kube-proxy " + c + "\n")
 			stale = append(stale, c)
 		}
