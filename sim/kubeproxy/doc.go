@@ -96,4 +96,22 @@
 // The kube-proxy loop order over Services and sets (Go maps) decides the
 // creation order of sets and the order of `ipset list`; kubewalk uses the
 // proxier's ipsetInfo order.
+//
+// # nftables mode
+//
+// [GenerateNFT] returns [NFTRules]: the transaction kube-proxy's nftables
+// proxier (pkg/proxy/nftables/proxier.go as of kubernetes commit b0f823e,
+// the v1.33 layout with filter-output-post-dnat, cluster-ips-check and
+// nodeport-endpoints-check) writes to `nft -f` through knftables, one
+// command per line as knftables prints them, for table ip kube-proxy.
+// Chain names use kube-proxy's hashAndTruncate (8 base32 characters of
+// sha256, then "namespace/name/protocol/portName", "__ip/port" for
+// endpoints). Every sync is a full sync; service chains that fall out of
+// use are flushed and deleted by a sync at least a second later; affinity
+// sets are deleted at once. Differences from iptables mode that show in
+// flows: NodePorts do not answer on 127.0.0.0/8 (`ip daddr !=
+// 127.0.0.0/8`), and traffic to a ClusterIP's unused port is rejected
+// (cluster-ips-check) and to an unallocated address in the service range
+// dropped. The ServiceCIDRs come from Config.ServiceCIDRs. [ParseMode]
+// reads the mode as kube-proxy validates it.
 package kubeproxy
