@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
+	"github.com/kubewalk/kubewalk/sim/packet"
+)
+
+// ipvsBenchCluster is serviceCluster with kube-proxy in mode. In IPVS mode the
+// net/web virtual server on cka-w1 gets web-1 at weight 0 (`ipvsadm -e
+// ... -w 0`), so that, as with the iptables Chooser, every first packet
+// crosses to net/web-2 on cka-w2.
+func ipvsBenchCluster(b *testing.B, mode kubeproxy.Mode, extra int) *scenarios.Reference {
+	r, err := scenarios.NewReferenceMode(1, mode)
+	if err != nil {
+		b.Fatal(err)
+	}
+	specs := make([]sim.ServiceSpec, extra)
+	for i := range specs {
+		specs[i] = sim.ServiceSpec{Selector: map[string]string{"app": "web"}, Service: kubeproxy.Service{
+			Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
+			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}}
+	}
+	if extra > 0 {
+		if _, err := r.AddServices(specs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.World.Walk().Chooser = func(float64) bool { return false }
+	if px, ok := r.W1.Proxier.(*sim.IPVSProxier); ok {
+		s := px.IPVS.Service(datapath.ProtoTCP, r.Web.ClusterIP(), 80)
+		if err := px.IPVS.EditDest(s, netip.AddrPortFrom(r.Web1.IP, 80), 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return r
+}
+
+// BenchmarkIPVSModeFirstPacket: the SYN of a new connection from
+// net/client to the net/web ClusterIP, to net/web-2 on the other node, in
+// each kube-proxy mode beside the others, at 10, 1,000 and 10,000
+// Services. rules/packet counts iptables rules evaluated on cka-w1;
+// lookups/packet counts IPVS service and connection table lookups there
+// (IPVS mode). iptables mode's rules grow with the Services before net/web
+// in KUBE-SERVICES; IPVS mode's stay flat (one hash lookup per ipset).
+func BenchmarkIPVSModeFirstPacket(b *testing.B) {
+	for _, mode := range []kubeproxy.Mode{kubeproxy.ModeIPTables, kubeproxy.ModeIPVS} {
+		for _, n := range []int{10, 1000, 10000} {
+			b.Run(fmt.Sprintf("mode=%s/services=%d", mode, n), func(b *testing.B) {
+				r := ipvsBenchCluster(b, mode, n-1)
+				nf := r.W1.Netfilter
+				px, _ := r.W1.Proxier.(*sim.IPVSProxier)
+				ip := func(sport uint16) []byte {
+					p, err := packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, sport, 80, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return p
+				}
+				if _, err := r.Client.Netns.Send(ip(1)); err != nil {
+					b.Fatal(err)
+				}
+				if err := r.World.Run(); err != nil {
+					b.Fatal(err)
+				}
+				syns := make([][]byte, 4096)
+				for i := range syns {
+					syns[i] = ip(uint16(2 + i))
+				}
+				got := &datapath.DropIf{Why: "benchmark: first packet only"}
+				r.Web2.Netns.Device("eth0").AddRxStage("bench", 0, got)
+				evals := nf.Evaluations
+				var lookups uint64
+				if px != nil {
+					lookups = px.IPVS.Lookups
+				}
+				e := r.World.Engine
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu, flushCPU := cpuTime(), time.Duration(0)
+				for i := 0; i < b.N; i++ {
+					if i%len(syns) == 0 && i > 0 {
+						b.StopTimer()
+						t := cpuTime()
+						r.W1.Conntrack.Flush()
+						r.W2.Conntrack.Flush()
+						if px != nil {
+							px.IPVS.FlushConns()
+						}
+						flushCPU += cpuTime() - t
+						b.StartTimer()
+					}
+					p := e.Pool.Get()
+					p.SetIPPacket(syns[i%len(syns)])
+					r.Client.Netns.SendPacket(p)
+					if err := e.Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportCPU(b, cpu+flushCPU)
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
+				b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+				if px != nil {
+					b.ReportMetric(float64(px.IPVS.Lookups-lookups)/float64(b.N), "lookups/packet")
+				}
+				if got.Dropped != b.N {
+					b.Fatalf("net/web-2 got %d of %d SYNs", got.Dropped, b.N)
+				}
+			})
+		}
+	}
+}
