@@ -497,9 +497,9 @@ func (c *Cluster) ApplyObjects(objs ...runtime.Object) ([]AppliedObject, error) 
 	return out, nil
 }
 
-// Delete deletes an object as `kubectl delete` does (a pod's containers
-// are killed and its network torn down at once: graceful termination is
-// not modelled yet).
+// Delete deletes an object as `kubectl delete` does: a pod bound to a node
+// is Terminating until its kubelet has stopped it (PodStopDelay), then
+// gone; other objects go at once.
 func (c *Cluster) Delete(kind, namespace, name string) error {
 	return c.API.Delete(kind, namespace, name)
 }

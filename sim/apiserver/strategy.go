@@ -30,9 +30,23 @@ type strategy struct {
 }
 
 var strategies = map[string]strategy{
-	"Service":       {defaults: defaultService, validate: validateService, allocate: allocateService, name: apimachineryvalidation.NameIsDNS1035Label},
-	"Pod":           {defaults: func(_ *Server, o Object) { defaultPod(&o.(*corev1.Pod).Spec) }, validate: validatePod},
-	"Namespace":     {name: apimachineryvalidation.ValidateNamespaceName},
+	"Service": {defaults: defaultService, validate: validateService, allocate: allocateService, name: apimachineryvalidation.NameIsDNS1035Label},
+	"Pod":     {defaults: func(_ *Server, o Object) { defaultPod(&o.(*corev1.Pod).Spec) }, validate: validatePod},
+	"Namespace": {name: apimachineryvalidation.ValidateNamespaceName, defaults: func(_ *Server, o Object) {
+		// The namespace registry: the kubernetes finalizer, phase Active,
+		// and the kubernetes.io/metadata.name label (since v1.21).
+		ns := o.(*corev1.Namespace)
+		if len(ns.Spec.Finalizers) == 0 {
+			ns.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+		}
+		if ns.Status.Phase == "" {
+			ns.Status.Phase = corev1.NamespaceActive
+		}
+		if ns.Labels == nil {
+			ns.Labels = map[string]string{}
+		}
+		ns.Labels[corev1.LabelMetadataName] = ns.Name
+	}},
 	"Deployment":    {defaults: defaultDeployment, validate: validateDeployment},
 	"ReplicaSet":    {defaults: defaultReplicaSet, validate: validateReplicaSet},
 	"DaemonSet":     {defaults: defaultDaemonSet, validate: validateDaemonSet},

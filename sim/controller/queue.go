@@ -35,7 +35,7 @@ type Queue struct {
 	Delay     time.Duration
 	eng       *datapath.Engine
 	reconcile func(key string) (Result, error)
-	queued    map[string]bool
+	queued    map[string]*item // the pending item of each queued key
 	// Errors collects reconcile errors (they are retried with backoff, as
 	// controller-runtime does); the last one per key is kept.
 	Errors map[string]error
@@ -43,27 +43,35 @@ type Queue struct {
 
 // NewQueue returns a queue running reconcile on eng.
 func NewQueue(eng *datapath.Engine, name string, delay time.Duration, reconcile func(key string) (Result, error)) *Queue {
-	return &Queue{Name: name, Delay: delay, eng: eng, reconcile: reconcile, queued: map[string]bool{}, Errors: map[string]error{}}
+	return &Queue{Name: name, Delay: delay, eng: eng, reconcile: reconcile, queued: map[string]*item{}, Errors: map[string]error{}}
 }
 
 // Add queues key unless it is queued already.
 func (q *Queue) Add(key string) { q.AddAfter(key, q.Delay) }
 
-// AddAfter queues key to run after d unless it is queued already.
+// AddAfter queues key to run after d, unless it is queued already to run
+// no later than that (a key waiting for a retry runs early when it is
+// added again, as workqueue.AddAfter's earlier deadline wins).
 func (q *Queue) AddAfter(key string, d time.Duration) {
-	if q.queued[key] {
-		return
+	at := q.eng.Now() + d
+	if it := q.queued[key]; it != nil {
+		if it.at <= at && !it.bg {
+			return
+		}
+		it.stale = true
 	}
-	q.queued[key] = true
-	q.eng.ScheduleTimer(d, &item{q: q, key: key})
+	it := &item{q: q, key: key, at: at}
+	q.queued[key] = it
+	q.eng.ScheduleTimer(d, it)
 }
 
 func (q *Queue) addBackground(key string, d time.Duration) {
-	if q.queued[key] {
+	if q.queued[key] != nil {
 		return
 	}
-	q.queued[key] = true
-	q.eng.ScheduleBackground(d, &item{q: q, key: key})
+	it := &item{q: q, key: key, at: q.eng.Now() + d, bg: true}
+	q.queued[key] = it
+	q.eng.ScheduleBackground(d, it)
 }
 
 // Len is the number of queued keys.
@@ -73,13 +81,19 @@ func (q *Queue) Len() int { return len(q.queued) }
 const retryBackoff = 5 * time.Second
 
 type item struct {
-	q   *Queue
-	key string
+	q     *Queue
+	key   string
+	at    time.Duration
+	bg    bool // a retry or resync: does not keep the world busy
+	stale bool // superseded by an earlier item for the same key
 }
 
 // Fire implements datapath.Timer.
 func (it *item) Fire(*datapath.Walk) {
 	q := it.q
+	if it.stale {
+		return
+	}
 	delete(q.queued, it.key)
 	res, err := q.reconcile(it.key)
 	if err != nil {
@@ -110,3 +124,7 @@ func SplitKey(key string) (namespace, name string) {
 	}
 	return "", key
 }
+
+// Stale implements datapath.StaleTimer: a superseded item neither runs nor
+// moves the clock.
+func (it *item) Stale() bool { return it.stale }
