@@ -28,7 +28,7 @@ func Example() {
 	last := tr.Outcomes()[len(tr.Outcomes())-1]
 	fmt.Println("reply:", last.Action, "in", last.Where)
 	// Output:
-	// cka-w1 flannel.1 encapsulated | 192.168.122.21.49114 > 192.168.122.22.8472: UDP, length 55 VXLAN, vni 1: 10.244.1.2 > 10.244.2.2: ICMP echo request, id 1, seq 1, ttl 63
+	// cka-w1 flannel.1 encapsulated | 192.168.122.21.36811 > 192.168.122.22.8472: UDP, length 55 VXLAN, vni 1: 10.244.1.2 > 10.244.2.2: ICMP echo request, id 1, seq 1, ttl 63
 	// cka-w2 flannel.1 decapsulated | 10.244.1.2 > 10.244.2.2: ICMP echo request, id 1, seq 1, ttl 63
 	// cka-w2 eth0 delivered | 10.244.1.2 > 10.244.2.2: ICMP echo request, id 1, seq 1, ttl 62
 	// reply: delivered in cka-w1/net/client eth0

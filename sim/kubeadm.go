@@ -30,9 +30,21 @@ func (c *Cluster) DNSServiceIP() string {
 // with the flannel overlay, the kube-flannel namespace, ConfigMap and
 // DaemonSet (flannel's manifest uses its own namespace since v0.20).
 func (c *Cluster) KubeadmAddons(controlPlane []string) []runtime.Object {
-	critical := "system-node-critical"
 	var objs []runtime.Object
 	for _, n := range controlPlane {
+		objs = append(objs, StaticPods(n)...)
+	}
+	return append(objs, c.addons()...)
+}
+
+// StaticPods are the mirror pods of the control plane's static pods
+// (/etc/kubernetes/manifests) on control-plane node n: etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler, all
+// hostNetwork.
+func StaticPods(n string) []runtime.Object {
+	critical := "system-node-critical"
+	var objs []runtime.Object
+	{
 		for _, comp := range []struct{ name, image string }{
 			{"etcd", "registry.k8s.io/etcd:3.5.21-0"},
 			{"kube-apiserver", "registry.k8s.io/kube-apiserver:" + KubernetesVersion},
@@ -47,6 +59,11 @@ func (c *Cluster) KubeadmAddons(controlPlane []string) []runtime.Object {
 					Containers:  []corev1.Container{{Name: comp.name, Image: comp.image}}}})
 		}
 	}
+	return objs
+}
+
+func (c *Cluster) addons() []runtime.Object {
+	var objs []runtime.Object
 	mode := string(c.Config.ProxyMode)
 	if mode == string(kubeproxy.ModeIPTables) {
 		mode = ""

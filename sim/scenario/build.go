@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"fmt"
 	"net"
 	"net/netip"
@@ -43,6 +45,16 @@ func Build(f *File, seed uint64) (*sim.Cluster, error) {
 	for _, w := range cl.Networks {
 		c.Segment(w.Name)
 	}
+	// kubeadm init on the first control-plane node (the first node when
+	// none is one) installs the add-ons; kubeadm join --control-plane
+	// adds a node's static pods.
+	initNode := 0
+	for i := range cl.Nodes {
+		if cl.Nodes[i].Role == ControlPlaneRole {
+			initNode = i
+			break
+		}
+	}
 	for i := range cl.Nodes {
 		n := &cl.Nodes[i]
 		spec := sim.NodeSpec{Name: n.Name, NodeIP: n.NodeIP, FlannelIface: n.FlannelIface, PodCIDR: n.PodCIDR,
@@ -69,6 +81,21 @@ func Build(f *File, seed uint64) (*sim.Cluster, error) {
 				node.Host.Sysctl.IPForward = on
 			case "net.bridge.bridge-nf-call-iptables":
 				node.Host.Sysctl.BridgeNFCallIPTables = on
+			}
+		}
+		if cl.Networking.Addons == KubeadmAddons {
+			var objs []runtime.Object
+			if n.Role == ControlPlaneRole {
+				objs = sim.StaticPods(n.Name)
+			}
+			if i == initNode {
+				objs = append(objs, c.KubeadmAddons(nil)...)
+			}
+			if err := c.Apply(objs...); err != nil {
+				return nil, at(fmt.Errorf("kubeadm add-ons: %w", err))
+			}
+			if err := c.Settle(); err != nil {
+				return nil, at(err)
 			}
 		}
 	}

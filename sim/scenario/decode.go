@@ -117,6 +117,7 @@ var enumValues = map[reflect.Type][]string{
 	reflect.TypeFor[ServiceState](): {string(Running), string(Stopped)},
 	reflect.TypeFor[CNI]():          {string(Flannel), string(NoCNI)},
 	reflect.TypeFor[ProxyMode]():    {string(IPTablesProxyMode), string(NFTablesProxyMode), string(IPVSProxyMode)},
+	reflect.TypeFor[Addons]():       {string(KubeadmAddons), string(NoAddons)},
 }
 
 var (

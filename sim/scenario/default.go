@@ -48,6 +48,9 @@ func SetDefaults(c *Cluster) {
 	if n.KubeProxyMode == "" {
 		n.KubeProxyMode = IPTablesProxyMode
 	}
+	if n.Addons == "" {
+		n.Addons = KubeadmAddons
+	}
 	k := &c.Kubelet
 	if k.MaxPods == 0 {
 		k.MaxPods = DefaultMaxPods

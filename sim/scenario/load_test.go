@@ -62,7 +62,7 @@ func TestDefaultsOnlyZeroValues(t *testing.T) {
 kind: Cluster
 name: lab
 seed: 7
-networking: {podSubnet: 10.32.0.0/12, serviceSubnet: 10.100.0.0/16, nodeCIDRMaskSize: 26, apiServerAddress: 10.0.0.2, apiServerPort: 8443, cni: none, kubeProxyMode: ipvs}
+networking: {podSubnet: 10.32.0.0/12, serviceSubnet: 10.100.0.0/16, nodeCIDRMaskSize: 26, apiServerAddress: 10.0.0.2, apiServerPort: 8443, cni: none, kubeProxyMode: ipvs, addons: none}
 kubelet: {maxPods: 20, clusterDNS: [10.100.0.10, 10.100.0.11], clusterDomain: lab.local}
 networks: [{name: lan}, {name: spare}]
 nodes:
@@ -78,7 +78,7 @@ nodes:
 	assert.Equal(t, "lab", c.Name)
 	assert.Equal(t, uint64(7), c.Seed)
 	assert.Equal(t, Networking{PodSubnet: netip.MustParsePrefix("10.32.0.0/12"), ServiceSubnet: netip.MustParsePrefix("10.100.0.0/16"),
-		NodeCIDRMaskSize: 26, APIServerAddress: netip.MustParseAddr("10.0.0.2"), APIServerPort: 8443, CNI: NoCNI, KubeProxyMode: IPVSProxyMode}, c.Networking)
+		NodeCIDRMaskSize: 26, APIServerAddress: netip.MustParseAddr("10.0.0.2"), APIServerPort: 8443, CNI: NoCNI, KubeProxyMode: IPVSProxyMode, Addons: NoAddons}, c.Networking)
 	assert.Equal(t, Kubelet{MaxPods: 20, ClusterDNS: []netip.Addr{netip.MustParseAddr("10.100.0.10"), netip.MustParseAddr("10.100.0.11")}, ClusterDomain: "lab.local"}, c.Kubelet)
 	assert.Equal(t, []Network{{Name: "lan"}, {Name: "spare"}}, c.Networks)
 	assert.Equal(t, Stopped, c.Nodes[0].Kubelet)

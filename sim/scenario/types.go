@@ -246,7 +246,26 @@ type Networking struct {
 
 	// KubeProxyMode is kube-proxy's mode. Default: iptables.
 	KubeProxyMode ProxyMode `yaml:"kubeProxyMode"`
+
+	// Addons is what `kubeadm init` and the CNI's manifest install once
+	// the first control-plane node is up. Default: kubeadm.
+	Addons Addons `yaml:"addons"`
 }
+
+// Addons selects the cluster add-ons.
+type Addons string
+
+const (
+	// KubeadmAddons are a kubeadm cluster's: the control plane's static
+	// pods on every control-plane node, kube-proxy (ConfigMap and
+	// DaemonSet), CoreDNS (Deployment of 2 and the kube-dns Service at the
+	// tenth service address) and, with flannel, the kube-flannel
+	// DaemonSet. CoreDNS starts before any worker joins, so its pods run
+	// on the first control-plane node, whose taint it tolerates.
+	KubeadmAddons Addons = "kubeadm"
+	// NoAddons installs nothing: only the objects the file lists.
+	NoAddons Addons = "none"
+)
 
 // Kubelet is the part of the KubeletConfiguration that shapes the network.
 //
