@@ -65,6 +65,7 @@ var commands = []command{
 	{"export", "Write a shell script that builds the scenario in real network namespaces", runExport},
 	{"get", "List API objects as kubectl get does (nodes, pods, svc, ...; -o wide|yaml|json|name)", runGet},
 	{"describe", "Describe a node, pod or Service as kubectl describe does", runDescribe},
+	{"exec", "Run a command in a pod as kubectl exec does (cat /etc/resolv.conf, ip, wget -qO- URL)", runExec},
 	{"play", "Run a lab script (kubectl, sleep, trace, node NAME: CMD) in virtual time", runPlay},
 	{"version", "Print the version of kubewalk", runVersion},
 }

@@ -140,6 +140,7 @@ var podCommands = []shellCommand[execTarget]{
 	{[]string{"ip route", "ip r", "ip route show"}, func(t execTarget, _ string) (string, error) { return t.pod.Netns.IPRoute(), nil }},
 	{[]string{"ip link", "ip link show", "ip link show *"}, func(t execTarget, dev string) (string, error) { return ipLink(t.pod.Netns, dev, false) }},
 	{[]string{"ip neigh", "ip n"}, func(t execTarget, _ string) (string, error) { return t.pod.Netns.IPNeigh(""), nil }},
+	{[]string{"wget -qO- *", "wget -q -O- *", "wget -O- -q *", "wget -q -O - *"}, func(t execTarget, url string) (string, error) { return t.wget(url) }},
 }
 
 // kubeletDNS is the kubelet's DNS configuration on node: kubeadm's

@@ -25,6 +25,7 @@ type Runner struct {
 	KubeletDNS func(node string) dns.KubeletDNS
 
 	commands []Command
+	nginx    map[string]bool // pods whose nginx server runs (see startNginx)
 }
 
 // Command is one top-level command of a script, found by its first word.
