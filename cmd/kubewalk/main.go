@@ -122,6 +122,8 @@ func rootHelp() string {
 // run is main without the process: it parses args, runs the command into a
 // buffer and copies the buffer to stdout only on success.
 func run(args []string, stdout, stderr io.Writer) int {
+	warnOut = stderr
+	defer func() { warnOut = io.Discard }()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, rootHelp())
 		return 2

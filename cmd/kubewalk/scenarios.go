@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/kubewalk/kubewalk/scenarios"
@@ -161,12 +162,22 @@ func loadScenario(s source, seed uint64) (*sim.Cluster, error) {
 	if !given(s.fs)["seed"] {
 		seed = f.Cluster.Seed
 	}
+	for _, m := range f.Manifests {
+		if len(m.Ignored) > 0 {
+			fmt.Fprintf(warnOut, "Warning: %s: %s: kubewalk does not model %s; ignored\n", m.Pos, m.Key(), strings.Join(m.Ignored, ", "))
+		}
+	}
 	c, err := scenario.Build(f, seed)
 	if err != nil {
 		return nil, fileError{err}
 	}
 	return c, nil
 }
+
+// warnOut is where warnings go (stderr while a command runs): a scenario
+// file's fields kubewalk does not model, as kubectl prints the API
+// server's warnings.
+var warnOut io.Writer = io.Discard
 
 // fileError is a problem with a scenario file: bad input (exit status 2),
 // printed one problem per line.
