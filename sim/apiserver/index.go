@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -21,6 +22,8 @@ const (
 	IndexService   = "service"    // EndpointSlice: "<namespace>/<kubernetes.io/service-name>"
 	IndexOwner     = "controller" // Pod, ReplicaSet: "<namespace>/<kind>/<name>" of the controller
 	IndexInvolved  = "involved"   // Event: "<kind>/<namespace>/<name>" of the involved object
+	IndexClusterIP = "clusterIP"  // Service: spec.clusterIP
+	IndexNodePort  = "nodePort"   // Service: "<PROTOCOL>/<nodePort>" per port with one
 )
 
 func (s *Server) initIndexes() {
@@ -59,6 +62,21 @@ func (s *Server) initIndexes() {
 			return []string{o.GetNamespace() + "/" + n}
 		}
 		return nil
+	})
+	s.AddIndex("Service", IndexClusterIP, func(o Object) []string {
+		if ip := o.(*corev1.Service).Spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
+			return []string{ip}
+		}
+		return nil
+	})
+	s.AddIndex("Service", IndexNodePort, func(o Object) []string {
+		var out []string
+		for _, p := range o.(*corev1.Service).Spec.Ports {
+			if p.NodePort != 0 {
+				out = append(out, string(p.Protocol)+"/"+strconv.Itoa(int(p.NodePort)))
+			}
+		}
+		return out
 	})
 	s.AddIndex("Event", IndexInvolved, func(o Object) []string {
 		r := o.(*corev1.Event).InvolvedObject
@@ -140,4 +158,20 @@ func (s *Server) ByIndexFunc(kind, index, value string, keep func(Object) bool) 
 // CountByIndex is the number of objects of kind under value in index.
 func (s *Server) CountByIndex(kind, index, value string) int {
 	return len(s.indexes[kind][index][value])
+}
+
+// first returns the stored object under value in index, if any (the
+// lowest key, for a deterministic answer).
+func (s *Server) first(kind, index, value string) Object {
+	set := s.indexes[kind][index][value]
+	best := ""
+	for k := range set {
+		if best == "" || k < best {
+			best = k
+		}
+	}
+	if best == "" {
+		return nil
+	}
+	return s.objs[kind][best]
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -314,22 +315,15 @@ func allocateService(s *Server, o, old Object) error {
 }
 
 func (s *Server) serviceByIP(ip string) *corev1.Service {
-	for _, o := range s.objs["Service"] {
-		if svc := o.(*corev1.Service); svc.Spec.ClusterIP == ip {
-			return svc
-		}
+	if o := s.first("Service", IndexClusterIP, ip); o != nil {
+		return o.(*corev1.Service)
 	}
 	return nil
 }
 
 func (s *Server) nodePortOwner(np int32, proto corev1.Protocol) *corev1.Service {
-	for _, o := range s.objs["Service"] {
-		svc := o.(*corev1.Service)
-		for _, p := range svc.Spec.Ports {
-			if p.NodePort == np && p.Protocol == proto {
-				return svc
-			}
-		}
+	if o := s.first("Service", IndexNodePort, string(proto)+"/"+strconv.Itoa(int(np))); o != nil {
+		return o.(*corev1.Service)
 	}
 	return nil
 }
@@ -355,10 +349,6 @@ func (s *Server) allocateClusterIP() (netip.Addr, error) {
 	static := min(max(16, size/16), 256)
 	base := r.Addr().As4()
 	b := uint64(base[0])<<24 | uint64(base[1])<<16 | uint64(base[2])<<8 | uint64(base[3])
-	used := map[string]bool{}
-	for _, o := range s.objs["Service"] {
-		used[o.(*corev1.Service).Spec.ClusterIP] = true
-	}
 	try := func(lo, hi uint64) (netip.Addr, bool) {
 		if hi <= lo {
 			return netip.Addr{}, false
@@ -367,7 +357,7 @@ func (s *Server) allocateClusterIP() (netip.Addr, error) {
 		for k := uint64(0); k < hi-lo; k++ {
 			v := b + lo + (start-lo+k)%(hi-lo)
 			a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-			if !used[a.String()] {
+			if s.CountByIndex("Service", IndexClusterIP, a.String()) == 0 {
 				return a, true
 			}
 		}
@@ -390,13 +380,9 @@ func (s *Server) allocateNodePort(svc *corev1.Service) (int32, error) {
 	lo, hi := s.cfg.NodePortLo, s.cfg.NodePortHi+1
 	static := min(max(16, (hi-lo)/32), 128)
 	taken := func(p int32) bool {
-		for _, o := range s.objs["Service"] {
-			other := o.(*corev1.Service)
-			if other.Namespace == svc.Namespace && other.Name == svc.Name {
-				continue
-			}
-			for _, q := range other.Spec.Ports {
-				if q.NodePort == p {
+		for _, proto := range []string{"TCP", "UDP", "SCTP"} {
+			for k := range s.indexes["Service"][IndexNodePort][proto+"/"+strconv.Itoa(int(p))] {
+				if k != key(svc.Namespace, svc.Name) {
 					return true
 				}
 			}
