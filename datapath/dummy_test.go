@@ -23,3 +23,17 @@ func TestDummyDeviceHoldsLocalAddressesWhileDown(t *testing.T) {
 	require.False(t, ns.IsLocal([4]byte{10, 96, 0, 1}))
 	require.Error(t, ns.DeleteAddr("kube-ipvs0", netip.MustParsePrefix("10.96.0.1/32")))
 }
+
+func TestBroadcastAddressesFollowTheirDevice(t *testing.T) {
+	e := NewEngine(1)
+	ns := e.NewNetns("n", "host")
+	_, err := ns.AddNIC("eth0", MAC{2, 0, 0, 0, 0, 1}, 1500)
+	require.NoError(t, err)
+	require.NoError(t, ns.AddAddr("eth0", netip.MustParsePrefix("192.168.1.5/24")))
+	require.True(t, ns.IsBroadcast([4]byte{192, 168, 1, 255}))
+	require.NoError(t, ns.DeleteAddr("eth0", netip.MustParsePrefix("192.168.1.5/24")))
+	require.False(t, ns.IsBroadcast([4]byte{192, 168, 1, 255}))
+	require.NoError(t, ns.AddAddr("eth0", netip.MustParsePrefix("192.168.1.5/24")))
+	require.NoError(t, ns.DeleteDevice("eth0"))
+	require.False(t, ns.IsBroadcast([4]byte{192, 168, 1, 255}), "gone with the device")
+}

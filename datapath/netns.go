@@ -167,6 +167,9 @@ func (ns *Netns) DeleteAddr(dev string, p netip.Prefix) error {
 			ns.addrs = append(ns.addrs[:i], ns.addrs[i+1:]...)
 			a4 := p.Addr().As4()
 			delete(ns.local, a4)
+			if p.Bits() < 31 {
+				delete(ns.bcast, netipx.PrefixLastIP(p).As4())
+			}
 			for _, o := range ns.addrs {
 				if o.Prefix.Addr().As4() == a4 {
 					ns.local[a4] = o.Dev
@@ -263,6 +266,10 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 	}
 	return nil
 }
+
+// IsBroadcast reports whether a is the broadcast address of one of the
+// namespace's subnets (the local table's broadcast routes).
+func (ns *Netns) IsBroadcast(a [4]byte) bool { return ns.bcast[a] }
 
 // IsLocal reports whether a is one of the namespace's addresses.
 func (ns *Netns) IsLocal(a [4]byte) bool { _, ok := ns.local[a]; return ok }
@@ -719,6 +726,9 @@ func (ns *Netns) removeDevice(d *Device) {
 	for _, a := range ns.addrs {
 		if a.Dev == d {
 			delete(ns.local, a.Prefix.Addr().As4())
+			if a.Prefix.Bits() < 31 {
+				delete(ns.bcast, netipx.PrefixLastIP(a.Prefix).As4())
+			}
 			continue
 		}
 		kept = append(kept, a)

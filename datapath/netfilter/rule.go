@@ -335,6 +335,14 @@ func (m *addrtypeMatch) addrType(a uint32, dev *datapath.Device, limit bool) int
 		}
 		return rtnUnicast
 	}
+	if !limit {
+		// The local table's broadcast routes, one map lookup (a node in
+		// IPVS mode holds thousands of /32 Service addresses).
+		if ns.IsBroadcast(b) {
+			return rtnBroadcast
+		}
+		return rtnUnicast
+	}
 	for _, ad := range ns.Addrs() {
 		bits := ad.Prefix.Bits()
 		if bits >= 31 || (limit && ad.Dev != dev) {
