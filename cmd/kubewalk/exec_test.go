@@ -50,3 +50,27 @@ spec:
 	require.Contains(t, out, "web    1/1     Running")
 	require.Equal(t, "Warning: "+f+":9:1: Pod default/web: kubewalk does not model spec.containers[0].resources; ignored\n", errs)
 }
+
+// TestSelectorMatchingNothingWarned: a Service in a user's file whose
+// selector matches no pod loads, with a warning naming it.
+func TestSelectorMatchingNothingWarned(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(f, []byte(`apiVersion: kubewalk.io/v1alpha1
+kind: Cluster
+networks: [{name: lan}]
+nodes:
+- name: n1
+  nics: [{network: lan, address: 192.168.1.10/24}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: wbe}
+  ports: [{port: 80}]
+`), 0o644))
+	code, out, errs := call("get", "svc", "web", "-f", f)
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "web    ClusterIP")
+	require.Equal(t, "Warning: "+f+":8:1: Service default/web: selector app=wbe matches no pod\n", errs)
+}

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"github.com/kubewalk/kubewalk/sim/apiserver"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"bytes"
 	"flag"
 	"fmt"
@@ -171,7 +175,29 @@ func loadScenario(s source, seed uint64) (*sim.Cluster, error) {
 	if err != nil {
 		return nil, fileError{err}
 	}
+	// A Service whose selector matches no pod is valid, and kubectl says
+	// nothing; a learner's own file gets a warning here (describe shows
+	// Endpoints: <none>). Built-in scenarios mean theirs.
+	for _, m := range f.Manifests {
+		if len(s.files) == 0 {
+			break
+		}
+		svc, ok := m.Object.(*corev1.Service)
+		if !ok || len(svc.Spec.Selector) == 0 {
+			continue
+		}
+		if s := c.Service(svc.Namespace, svc.Name); s != nil && len(s.EndpointSlice.Endpoints) == 0 && !selectsAnyPod(c, svc) {
+			fmt.Fprintf(warnOut, "Warning: %s: %s: selector %s matches no pod\n", m.Pos, m.Key(), labels.SelectorFromSet(svc.Spec.Selector))
+		}
+	}
 	return c, nil
+}
+
+func selectsAnyPod(c *sim.Cluster, svc *corev1.Service) bool {
+	sel := labels.SelectorFromSet(svc.Spec.Selector)
+	return len(c.API.ByIndexFunc("Pod", apiserver.IndexNamespace, svc.Namespace, func(o apiserver.Object) bool {
+		return sel.Matches(labels.Set(o.GetLabels()))
+	})) > 0
 }
 
 // warnOut is where warnings go (stderr while a command runs): a scenario
