@@ -101,6 +101,7 @@ type Cluster struct {
 	started    map[string]time.Duration                // pod key → when its sandbox is up
 	advertised bool
 	flannel    *flanneld
+	proxyConf  *string            // the kube-proxy ConfigMap's config.conf, as kube-proxy would read it
 	snap       kubeproxy.Snapshot // kube-proxy's view, cached
 	snapGen    uint64             // bumped by every Service or EndpointSlice event
 	snapAt     uint64

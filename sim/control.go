@@ -87,6 +87,7 @@ func (c *Cluster) startControlPlane() error {
 			cp.kubelet.Add(controller.Key(p.Namespace, p.Name))
 		}
 	})
+	c.watchProxyConfig()
 	api.Watch("Service", func(ev watch.Event) { c.observeService(ev) })
 	api.Watch("EndpointSlice", func(ev watch.Event) { c.observeSlice(ev) })
 	// kube-proxy's node informer watches its own Node only: a joining
@@ -379,6 +380,16 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 		c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "NetworkNotReady", msg)
 		c.podErrs[key] = errors.New(msg)
 		return controller.Result{RequeueAfter: PodRetryBackoff}, nil
+	}
+	if pod.Labels["k8s-app"] == "kube-proxy" && pod.Namespace == "kube-system" {
+		// The container is kube-proxy: it reads its configuration now.
+		if err := c.restartProxy(n); err != nil {
+			msg := "Back-off restarting failed container kube-proxy in pod " + pod.Name + ": " + err.Error()
+			c.podWaiting(pod, "CrashLoopBackOff", msg)
+			c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "BackOff", msg)
+			c.podErrs[key] = err
+			return controller.Result{RequeueAfter: PodRetryBackoff}, nil
+		}
 	}
 	p, err := c.runPod(podSpecOf(pod), n, pod)
 	if err != nil {

@@ -12,7 +12,12 @@ import (
 
 // newProxier starts kube-proxy on n in the cluster's mode.
 func (c *Cluster) newProxier(n *Node) (kubeproxy.Proxier, error) {
-	switch c.Config.ProxyMode {
+	return c.newProxierMode(n, c.Config.ProxyMode)
+}
+
+// newProxierMode starts kube-proxy on n in mode.
+func (c *Cluster) newProxierMode(n *Node, mode kubeproxy.Mode) (kubeproxy.Proxier, error) {
+	switch mode {
 	case kubeproxy.ModeIPTables:
 		return &iptablesProxier{c: c, n: n}, nil
 	case kubeproxy.ModeNFTables:
@@ -20,7 +25,7 @@ func (c *Cluster) newProxier(n *Node) (kubeproxy.Proxier, error) {
 	case kubeproxy.ModeIPVS:
 		return c.newIPVSProxier(n)
 	}
-	return nil, fmt.Errorf("proxy mode %q is not modelled yet", c.Config.ProxyMode)
+	return nil, fmt.Errorf("proxy mode %q is not modelled yet", mode)
 }
 
 // iptablesProxier is kube-proxy's iptables proxier on one node.
