@@ -1,6 +1,8 @@
 package play
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -236,6 +238,27 @@ func sourceError(err error, objs []apiserver.Object, r *Runner) error {
 }
 
 func kubectlDelete(r *Runner, a kubectlArgs, _ string, out io.Writer) error {
+	if len(a.pos) == 1 && a.selector != "" {
+		// kubectl delete TYPE -l SELECTOR: the objects the selector picks,
+		// in name order.
+		rs, err := kubectl.LookupResource(a.pos[0])
+		if err != nil {
+			return &kubectlError{err}
+		}
+		sel, err := labels.Parse(a.selector)
+		if err != nil {
+			return &kubectlError{err}
+		}
+		for _, o := range r.API.List(rs.Kind, a.ns()) {
+			if sel.Matches(labels.Set(o.GetLabels())) {
+				a.pos = append(a.pos, o.GetName())
+			}
+		}
+		if len(a.pos) == 1 {
+			fmt.Fprintf(out, "No resources found\n")
+			return nil
+		}
+	}
 	if len(a.pos) < 2 {
 		return kerrorf("resource(s) were provided, but no name was specified")
 	}

@@ -1,6 +1,8 @@
 package play
 
 import (
+	"github.com/kubewalk/kubewalk/datapath/ipvs"
+
 	"fmt"
 	"io"
 	"net/netip"
@@ -85,6 +87,38 @@ var nodeCommands = []shellCommand[*sim.Node]{
 			o.Tables = []string{table}
 		}
 		return n.Netfilter.Save(o), nil
+	}},
+	{[]string{"nft list ruleset"}, func(n *sim.Node, _ string) (string, error) {
+		if n.NFTables == nil {
+			return "", nil
+		}
+		return n.NFTables.ListRuleset(), nil
+	}},
+	{[]string{"nft list table ip *", "nft list table *"}, func(n *sim.Node, table string) (string, error) {
+		if n.NFTables != nil {
+			if s, ok := n.NFTables.ListTable("ip", table); ok {
+				return s, nil
+			}
+		}
+		return "", fmt.Errorf("Error: No such file or directory\nlist table ip %s\n              %s", table, strings.Repeat("^", len(table)))
+	}},
+	{[]string{"ipvsadm -Ln", "ipvsadm -L -n"}, func(n *sim.Node, _ string) (string, error) {
+		if p, ok := n.Proxier.(*sim.IPVSProxier); ok {
+			return p.IPVS.List(), nil
+		}
+		return new(ipvs.IPVS).List(), nil // no virtual servers: the headers alone
+	}},
+	{[]string{"ipvsadm -Lnc", "ipvsadm -L -n -c"}, func(n *sim.Node, _ string) (string, error) {
+		if p, ok := n.Proxier.(*sim.IPVSProxier); ok {
+			return p.IPVS.ListConns(), nil
+		}
+		return fmt.Sprintf("IPVS connection entries\npro expire %-11s %-18s %-18s %s\n", "state", "source", "virtual", "destination"), nil
+	}},
+	{[]string{"ipset list"}, func(n *sim.Node, _ string) (string, error) {
+		if p, ok := n.Proxier.(*sim.IPVSProxier); ok {
+			return p.IPSets.List(), nil
+		}
+		return "", nil
 	}},
 	{[]string{"conntrack -L"}, func(n *sim.Node, _ string) (string, error) {
 		if n.Conntrack == nil {

@@ -172,7 +172,7 @@ func TestNodeCommands(t *testing.T) {
 	for line, want := range map[string]string{
 		"node cka-w9: ip route":          "node cka-w9: no such node (nodes: cka-cp1, cka-w1, cka-w2)\n",
 		"node cka-w1 ip route":           "node: want node NAME: COMMAND, as in: node cka-w1: ip route\n",
-		"node cka-w1: systemctl status":  "node cka-w1: systemctl status: not a command kubewalk runs on nodes (it runs: ip route, ip neigh, ip addr, ip -d link, ip link, bridge fdb, iptables-save, conntrack -L)\n",
+		"node cka-w1: systemctl status":  "node cka-w1: systemctl status: not a command kubewalk runs on nodes (it runs: ip route, ip neigh, ip addr, ip -d link, ip link, bridge fdb, iptables-save, nft list ruleset, nft list table ip *, ipvsadm -Ln, ipvsadm -Lnc, ipset list, conntrack -L)\n",
 		"node cka-w1: ip link show nope": "Device \"nope\" does not exist.\n",
 	} {
 		var out bytes.Buffer
