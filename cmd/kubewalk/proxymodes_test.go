@@ -26,3 +26,19 @@ func TestProxyModesLab(t *testing.T) {
 	}
 	golden.Check(t, "proxy-modes.play.txt", out)
 }
+
+// TestStateProxyModeDumps: kubewalk state prints each mode's own dump.
+func TestStateProxyModeDumps(t *testing.T) {
+	code, out, errs := call("state", "--scenario", "reference", "--proxy-mode", "ipvs", "--node", "cka-w1", "ipvsadm")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "TCP  10.111.80.136:80 rr\n")
+	code, out, errs = call("state", "--scenario", "reference", "--proxy-mode", "ipvs", "--node", "cka-w1", "ipset-list")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "Name: KUBE-CLUSTER-IP\n")
+	code, out, errs = call("state", "--scenario", "reference", "--proxy-mode", "nftables", "--node", "cka-w1", "nft-ruleset")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "table ip kube-proxy {")
+	code, _, errs = call("state", "--scenario", "reference", "--proxy-mode", "bogus", "--node", "cka-w1", "ipvsadm")
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, `Invalid value: "bogus"`)
+}

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"github.com/kubewalk/kubewalk/sim/kubeproxy"
+
+	"github.com/kubewalk/kubewalk/datapath/ipvs"
+
 	"bytes"
 	"fmt"
 	"io"
@@ -28,6 +32,9 @@ WHAT is one of:
   ip-link-flannel  ip -d link show flannel.1
   iptables-save    iptables-save
   conntrack        conntrack -L
+  nft-ruleset      nft list ruleset (nftables mode)
+  ipvsadm          ipvsadm -Ln (ipvs mode)
+  ipset-list       ipset list (ipvs mode)
 
 Examples:
   # flannel's routes to the other nodes' pod ranges
@@ -57,6 +64,24 @@ var stateDumps = []struct {
 	}},
 	{"iptables-save", "iptables-save", func(n *sim.Node) (string, error) { return netfilterDump(n, "iptables-save") }},
 	{"conntrack", "conntrack -L", func(n *sim.Node) (string, error) { return netfilterDump(n, "conntrack") }},
+	{"nft-ruleset", "nft list ruleset", func(n *sim.Node) (string, error) {
+		if n.NFTables == nil {
+			return "", nil
+		}
+		return n.NFTables.ListRuleset(), nil
+	}},
+	{"ipvsadm", "ipvsadm -Ln", func(n *sim.Node) (string, error) {
+		if p, ok := n.Proxier.(*sim.IPVSProxier); ok {
+			return p.IPVS.List(), nil
+		}
+		return new(ipvs.IPVS).List(), nil // no virtual servers: the headers alone
+	}},
+	{"ipset-list", "ipset list", func(n *sim.Node) (string, error) {
+		if p, ok := n.Proxier.(*sim.IPVSProxier); ok {
+			return p.IPSets.List(), nil
+		}
+		return "", nil
+	}},
 }
 
 // netfilterDump prints iptables-save or conntrack -L for a node's root
@@ -76,6 +101,7 @@ func runState(args []string, out *bytes.Buffer, help io.Writer) error {
 	scenario := scenarioFlags(fs)
 	node := fs.String("node", "", "node name")
 	seed := fs.Uint64("seed", 1, "random seed of the simulated world")
+	proxyMode := fs.String("proxy-mode", "", "restart kube-proxy in this mode first: iptables, nftables or ipvs (default: the scenario's)")
 	var walk traceFlags
 	walk.walkFlags(fs)
 	pos, err := parse(fs, args)
@@ -119,6 +145,11 @@ func runState(args []string, out *bytes.Buffer, help io.Writer) error {
 	c, err := loadScenario(*scenario, *seed)
 	if err != nil {
 		return err
+	}
+	if *proxyMode != "" {
+		if err := c.SetProxyMode(kubeproxy.Mode(*proxyMode)); err != nil {
+			return usagef("--proxy-mode: %v", err)
+		}
 	}
 	if walk.from != "" {
 		if _, err := walk.walk(c, nil); err != nil {

@@ -137,7 +137,7 @@ func runTrace(args []string, out *bytes.Buffer, help io.Writer) error {
 	f.scenario = *scenarioFlags(fs)
 	f.walkFlags(fs)
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed of the simulated world (MACs, endpoint choice, ports)")
-	fs.StringVar(&f.proxyMode, "proxy-mode", "", "restart kube-proxy in this mode first: iptables or nftables (default: the scenario's)")
+	fs.StringVar(&f.proxyMode, "proxy-mode", "", "restart kube-proxy in this mode first: iptables, nftables or ipvs (default: the scenario's)")
 	fs.StringVar(&f.level, "level", "summary", "text detail: minimal, summary or detailed")
 	fs.BoolVar(&f.explore, "explore", false, "enumerate every branch (random endpoint choice) with its probability")
 	fs.BoolVar(&f.arp, "arp", false, "include ARP packets in mermaid and svg output")
