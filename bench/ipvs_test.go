@@ -18,22 +18,7 @@ import (
 // ... -w 0`), so that, as with the iptables Chooser, every first packet
 // crosses to net/web-2 on cka-w2.
 func ipvsBenchCluster(b *testing.B, mode kubeproxy.Mode, extra int) *scenarios.Reference {
-	r, err := scenarios.NewReferenceMode(1, mode)
-	if err != nil {
-		b.Fatal(err)
-	}
-	specs := make([]sim.ServiceSpec, extra)
-	for i := range specs {
-		specs[i] = sim.ServiceSpec{Selector: map[string]string{"app": "web"}, Service: kubeproxy.Service{
-			Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
-			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}}
-	}
-	if extra > 0 {
-		if _, err := r.AddServices(specs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	r.World.Walk().Chooser = func(float64) bool { return false }
+	r := modeCluster(b, mode, extra)
 	if px, ok := r.W1.Proxier.(*sim.IPVSProxier); ok {
 		s := px.IPVS.Service(datapath.ProtoTCP, r.Web.ClusterIP(), 80)
 		if err := px.IPVS.EditDest(s, netip.AddrPortFrom(r.Web1.IP, 80), 0); err != nil {

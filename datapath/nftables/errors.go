@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -32,11 +33,11 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	b.WriteByte(':')
-	b.WriteString(itoa(e.Line))
+	b.WriteString(strconv.Itoa(e.Line))
 	b.WriteByte(':')
-	b.WriteString(itoa(e.Col))
+	b.WriteString(strconv.Itoa(e.Col))
 	b.WriteByte('-')
-	b.WriteString(itoa(e.EndCol))
+	b.WriteString(strconv.Itoa(e.EndCol))
 	b.WriteString(": Error: ")
 	b.WriteString(e.Msg)
 	b.WriteByte('\n')
@@ -69,25 +70,3 @@ const (
 	msgInval    = "Invalid argument"
 	msgCouldNot = "Could not process rule: "
 )
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
-}

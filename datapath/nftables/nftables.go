@@ -51,6 +51,7 @@ package nftables
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -357,10 +358,10 @@ func priorityString(h datapath.Hook, p int) string {
 		case off == 0:
 			return np.name
 		case off > 0 && off <= 10:
-			return np.name + " + " + itoa(off)
+			return np.name + " + " + strconv.Itoa(off)
 		case off < 0 && off >= -10:
-			return np.name + " - " + itoa(-off)
+			return np.name + " - " + strconv.Itoa(-off)
 		}
 	}
-	return itoa(p)
+	return strconv.Itoa(p)
 }
