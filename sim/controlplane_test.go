@@ -284,3 +284,20 @@ func TestPodDeletionIsGraceful(t *testing.T) {
 	require.Nil(t, c.Pod("default", old))
 	require.Len(t, c.API.List("Pod", "default"), 1)
 }
+
+// TestSchedulerHostPortConflicts: a hostPort is taken once per node (the
+// NodePorts filter); the third pod fits nowhere, and preemption could not
+// help on the nodes whose ports are taken by pods of equal priority.
+func TestSchedulerHostPortConflicts(t *testing.T) {
+	c := threeNodes(t, 0)
+	hp := func(name string) *corev1.Pod {
+		return pod(name, func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].HostPort = 8080 })
+	}
+	require.NoError(t, c.Apply(hp("a"), hp("b"), hp("c")))
+	require.NoError(t, c.Settle())
+	a, b, third := getPod(t, c, "a"), getPod(t, c, "b"), getPod(t, c, "c")
+	require.ElementsMatch(t, []string{"w1", "w2"}, []string{a.Spec.NodeName, b.Spec.NodeName})
+	require.Empty(t, third.Spec.NodeName)
+	require.Equal(t, "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 node(s) didn't have free ports for the requested pod ports. preemption: 0/3 nodes are available: 2 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.",
+		third.Status.Conditions[0].Message)
+}

@@ -164,28 +164,28 @@ func (s *Scheduler) filter(pod *corev1.Pod, n *corev1.Node) string {
 	if !MatchesNodeAffinity(pod, n) {
 		return "node(s) didn't match Pod's node affinity/selector"
 	}
-	pods := s.api.ByIndexFunc("Pod", apiserver.IndexNode, n.Name, func(o apiserver.Object) bool {
-		p := o.(*corev1.Pod)
-		return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-	})
-	for _, c := range pod.Spec.Containers {
-		for _, want := range c.Ports {
-			if want.HostPort == 0 {
-				continue
-			}
-			for _, o := range pods {
-				for _, oc := range o.(*corev1.Pod).Spec.Containers {
-					for _, have := range oc.Ports {
-						if have.HostPort == want.HostPort && have.Protocol == want.Protocol &&
-							(have.HostIP == want.HostIP || have.HostIP == "" || have.HostIP == "0.0.0.0" || want.HostIP == "" || want.HostIP == "0.0.0.0") {
-							return "node(s) didn't have free ports for the requested pod ports"
+	if wantsHostPort(pod) {
+		pods := s.api.ByIndex("Pod", apiserver.IndexNode, n.Name)
+		for _, c := range pod.Spec.Containers {
+			for _, want := range c.Ports {
+				if want.HostPort == 0 {
+					continue
+				}
+				for _, o := range pods {
+					for _, oc := range o.(*corev1.Pod).Spec.Containers {
+						for _, have := range oc.Ports {
+							if have.HostPort == want.HostPort && have.Protocol == want.Protocol &&
+								(have.HostIP == want.HostIP || have.HostIP == "" || have.HostIP == "0.0.0.0" || want.HostIP == "" || want.HostIP == "0.0.0.0") {
+								return "node(s) didn't have free ports for the requested pod ports"
+							}
 						}
 					}
 				}
 			}
 		}
 	}
-	if q, ok := n.Status.Allocatable[corev1.ResourcePods]; ok && int64(len(pods)) >= q.Value() {
+	// Pods that ran to completion would not count; kubewalk has none.
+	if q, ok := n.Status.Allocatable[corev1.ResourcePods]; ok && int64(s.api.CountByIndex("Pod", apiserver.IndexNode, n.Name)) >= q.Value() {
 		return "Too many pods"
 	}
 	return ""
@@ -330,3 +330,14 @@ func setPodCondition(p *corev1.Pod, c corev1.PodCondition) {
 // SetPodCondition sets (or replaces) the pod's condition of c's type,
 // keeping lastTransitionTime when the status does not change.
 func SetPodCondition(p *corev1.Pod, c corev1.PodCondition) { setPodCondition(p, c) }
+
+func wantsHostPort(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			if cp.HostPort != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
