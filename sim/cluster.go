@@ -547,6 +547,7 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 			Bridge: "cni0", MTU: mtu, HairpinMode: true, IsGateway: true, IsDefaultGateway: true,
 		}, n.IPAM)
 		if err != nil {
+			//lint:ignore ST1005 the kubelet's own event text
 			return nil, fmt.Errorf("Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox %q: plugin type=\"bridge\" failed (add): %w", p.ContainerID, err)
 		}
 		p.IP = res.Addr.Addr()

@@ -1,5 +1,7 @@
 package apiserver
 
+//lint:file-ignore SA1019 the API server still writes the Endpoints object of default/kubernetes (v1.33)
+
 import (
 	"fmt"
 	"maps"

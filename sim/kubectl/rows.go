@@ -1,5 +1,7 @@
 package kubectl
 
+//lint:file-ignore SA1019 kubectl get endpoints still prints the deprecated Endpoints kind
+
 import (
 	"fmt"
 	"net"

@@ -58,6 +58,7 @@ func ipLink(ns *datapath.Netns, dev string, detail bool) (string, error) {
 	if dev != "" {
 		s := ns.IPLink(dev, detail)
 		if s == "" {
+			//lint:ignore ST1005 iproute2's own message
 			return "", fmt.Errorf("Device \"%s\" does not exist.", dev)
 		}
 		return s, nil
@@ -187,11 +188,7 @@ func (r *Runner) kubeletDNS(node string) dns.KubeletDNS {
 		return r.KubeletDNS(node)
 	}
 	k := dns.KubeletDNS{ClusterDomain: "cluster.local"}
-	if p := r.Cluster.Config.ServiceCIDR; p.IsValid() {
-		a := p.Addr().As4()
-		a[3] += 10
-		k.ClusterDNS = []netip.Addr{netip.AddrFrom4(a)}
-	}
+	k.ClusterDNS = []netip.Addr{netip.MustParseAddr(r.Cluster.DNSServiceIP())}
 	if n := r.Cluster.Node(node); n != nil {
 		if rt, err := n.Host.RouteGet(netip.MustParseAddr("1.1.1.1")); err == nil && rt.Gw.IsValid() {
 			k.Host.Nameservers = []string{rt.Gw.String()}

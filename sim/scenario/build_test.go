@@ -1,5 +1,7 @@
 package scenario
 
+//lint:file-ignore SA1019 a user's dump may still hold the deprecated Endpoints kind
+
 import (
 	"os"
 	"strings"

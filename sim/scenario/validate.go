@@ -71,9 +71,11 @@ func Validate(c *Cluster, file string, pos map[string]Pos) Errors {
 
 func ipv4Prefix(p netip.Prefix) error {
 	if !p.Addr().Is4() {
+		//lint:ignore ST1005 the API server's field error wording
 		return fmt.Errorf("Invalid value: %q: must be an IPv4 CIDR", p)
 	}
 	if p.Masked() != p {
+		//lint:ignore ST1005 the API server's field error wording
 		return fmt.Errorf("Invalid value: %q: must be a network address (%s)", p, p.Masked())
 	}
 	return nil
