@@ -7,7 +7,6 @@ import (
 
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/scenarios"
-	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/kubewalk/kubewalk/sim/packet"
 )
@@ -16,24 +15,7 @@ import (
 // namespace "bench" (each with the two web pods as endpoints); they sort
 // before net/web, so net/web's rule is the last one KUBE-SERVICES reaches.
 func serviceCluster(b *testing.B, extra int) *scenarios.Reference {
-	r, err := scenarios.NewReference(1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	specs := make([]sim.ServiceSpec, extra)
-	for i := range specs {
-		specs[i] = sim.ServiceSpec{Selector: map[string]string{"app": "web"}, Service: kubeproxy.Service{
-			Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
-			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}}
-	}
-	if extra > 0 {
-		if _, err := r.AddServices(specs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// Every first packet goes to the endpoint on cka-w2 (cross-node).
-	r.World.Walk().Chooser = func(float64) bool { return false }
-	return r
+	return modeCluster(b, kubeproxy.ModeIPTables, extra)
 }
 
 // BenchmarkClusterIPFirstPacket: a new connection's SYN from net/client to

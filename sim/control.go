@@ -245,7 +245,7 @@ func (c *Cluster) registerNode(n *Node, spec NodeSpec) error {
 	no.Status = corev1.NodeStatus{
 		Capacity: cap, Allocatable: cap.DeepCopy(),
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.InternalIP.String()}, {Type: corev1.NodeHostName, Address: n.Name}},
-		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: KubernetesVersion, KubeProxyVersion: "", ContainerRuntimeVersion: "containerd://1.7.24",
+		NodeInfo: corev1.NodeSystemInfo{KubeletVersion: KubernetesVersion, ContainerRuntimeVersion: "containerd://1.7.24",
 			OSImage: "Ubuntu 24.04.1 LTS", KernelVersion: "6.8.0-51-generic", OperatingSystem: "linux", Architecture: "amd64"},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
 	}
@@ -346,10 +346,12 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 		if c.stopping[key] == 0 {
 			c.stopping[key] = c.World.Now() + PodStopDelay
 			delete(c.started, key)
-			return controller.Result{}, c.requeuePod(key, PodStopDelay)
+			c.cp.kubelet.AddAfter(key, PodStopDelay)
+			return controller.Result{}, nil
 		}
 		if c.World.Now() < c.stopping[key] {
-			return controller.Result{}, c.requeuePod(key, c.stopping[key]-c.World.Now())
+			c.cp.kubelet.AddAfter(key, c.stopping[key]-c.World.Now())
+			return controller.Result{}, nil
 		}
 		delete(c.stopping, key)
 		if running != nil {
@@ -369,10 +371,12 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 		// The pod worker has just seen the pod: the sandbox and the
 		// containers are ready PodStartDelay later.
 		c.started[key] = c.World.Now() + PodStartDelay
-		return controller.Result{RequeueAfter: 0}, c.requeuePod(key, PodStartDelay)
+		c.cp.kubelet.AddAfter(key, PodStartDelay)
+		return controller.Result{}, nil
 	}
 	if c.World.Now() < c.started[key] {
-		return controller.Result{}, c.requeuePod(key, c.started[key]-c.World.Now())
+		c.cp.kubelet.AddAfter(key, c.started[key]-c.World.Now())
+		return controller.Result{}, nil
 	}
 	if n.NetworkUnavailable && !pod.Spec.HostNetwork {
 		msg := "network is not ready: " + NetworkNotReadyMessage
@@ -402,11 +406,6 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 	delete(c.started, key)
 	c.podRunning(pod, p)
 	return controller.Result{}, nil
-}
-
-func (c *Cluster) requeuePod(key string, d time.Duration) error {
-	c.cp.kubelet.AddAfter(key, d)
-	return nil
 }
 
 func (c *Cluster) podWaiting(pod *corev1.Pod, reason, msg string) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -194,5 +193,3 @@ func proxySlice(es *discoveryv1.EndpointSlice) kubeproxy.EndpointSlice {
 	}
 	return out
 }
-
-var _ = strconv.Itoa

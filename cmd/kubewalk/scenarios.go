@@ -186,7 +186,7 @@ func loadScenario(s source, seed uint64) (*sim.Cluster, error) {
 		if !ok || len(svc.Spec.Selector) == 0 {
 			continue
 		}
-		if s := c.Service(svc.Namespace, svc.Name); s != nil && len(s.EndpointSlice.Endpoints) == 0 && !selectsAnyPod(c, svc) {
+		if !selectsAnyPod(c, svc) {
 			fmt.Fprintf(warnOut, "Warning: %s: %s: selector %s matches no pod\n", m.Pos, m.Key(), labels.SelectorFromSet(svc.Spec.Selector))
 		}
 	}

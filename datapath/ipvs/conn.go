@@ -88,21 +88,20 @@ type connKey struct {
 // virtual and destination address and port, state and expiry. A template
 // (persistence) has client port 0 and state NONE.
 type Conn struct {
-	Proto          uint8
-	CAddr          [4]byte
-	CPort          uint16
-	VAddr          [4]byte
-	VPort          uint16
-	DAddr          [4]byte
-	DPort          uint16
-	State          uint8
-	Template       bool
-	expires        time.Duration
-	timeout        time.Duration
-	dest           *Dest
-	dead           bool
-	id             uint64
-	controlledByTm *Conn
+	Proto    uint8
+	CAddr    [4]byte
+	CPort    uint16
+	VAddr    [4]byte
+	VPort    uint16
+	DAddr    [4]byte
+	DPort    uint16
+	State    uint8
+	Template bool
+	expires  time.Duration
+	timeout  time.Duration
+	dest     *Dest
+	dead     bool
+	id       uint64
 }
 
 // Dest is the real server the connection was scheduled to.

@@ -2,7 +2,9 @@ package apiserver
 
 import (
 	"cmp"
+
 	"fmt"
+	"go4.org/netipx"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -257,7 +259,7 @@ func allocateService(s *Server, o, old Object) error {
 			var msg string
 			if !s.cfg.ServiceCIDR.Contains(a) {
 				msg = fmt.Sprintf("the provided IP (%s) is not in the valid range. The range of valid IPs is %s", a, s.cfg.ServiceCIDR)
-			} else if a == s.cfg.ServiceCIDR.Addr() || a == lastAddr(s.cfg.ServiceCIDR) {
+			} else if a == s.cfg.ServiceCIDR.Addr() || a == netipx.PrefixLastIP(s.cfg.ServiceCIDR) {
 				msg = fmt.Sprintf("the provided IP (%s) is not in the valid range. The range of valid IPs is %s", a, s.cfg.ServiceCIDR)
 			} else if other := s.serviceByIP(sp.ClusterIP); other != nil && !(svc.Namespace == other.Namespace && svc.Name == other.Name) {
 				msg = "provided IP is already allocated"
@@ -326,13 +328,6 @@ func (s *Server) nodePortOwner(np int32, proto corev1.Protocol) *corev1.Service 
 		return o.(*corev1.Service)
 	}
 	return nil
-}
-
-func lastAddr(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v |= (1 << (32 - p.Bits())) - 1
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // allocateClusterIP picks a free address the way the allocator does since

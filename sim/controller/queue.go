@@ -12,6 +12,7 @@
 package controller
 
 import (
+	"strings"
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
@@ -117,10 +118,8 @@ func Key(namespace, name string) string {
 
 // SplitKey undoes Key.
 func SplitKey(key string) (namespace, name string) {
-	for i := range len(key) {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
+	if ns, n, ok := strings.Cut(key, "/"); ok {
+		return ns, n
 	}
 	return "", key
 }

@@ -250,13 +250,11 @@ func (c *Deployments) reconcile(key string) (Result, error) {
 				OwnerReferences: []metav1.OwnerReference{ownerRef(d, "apps/v1", "Deployment")}},
 			Spec: appsv1.ReplicaSetSpec{Replicas: d.Spec.Replicas, Selector: sel, Template: *t},
 		}
-		created, err := c.api.Create(rs)
-		if err != nil {
+		if _, err := c.api.Create(rs); err != nil {
 			return Result{}, err
 		}
 		c.api.Record(d, "deployment-controller", corev1.EventTypeNormal, "ScalingReplicaSet",
 			fmt.Sprintf("Scaled up replica set %s from 0 to %d", rsName, *d.Spec.Replicas))
-		cur = created.(*appsv1.ReplicaSet)
 	} else if *cur.Spec.Replicas != *d.Spec.Replicas {
 		from := *cur.Spec.Replicas
 		cur.Spec.Replicas = d.Spec.Replicas
