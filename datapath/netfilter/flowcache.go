@@ -50,14 +50,15 @@ type flowSlot struct {
 	n      uint8
 	evals  uint32
 	mark   uint32 // the mark after the walk
-	rules  [maxReplay]*Rule
+	ctrs   [maxReplay]*counter
 }
 
 // flowRec collects what one recorded walk did.
 type flowRec struct {
 	on, uncacheable, policy bool
 	n                       int
-	rules                   [maxReplay]*Rule
+	// ctrs are the counters of the rules that matched, in order.
+	ctrs [maxReplay]*counter
 }
 
 func (c *evalCtx) flowKey() flowKey {
@@ -89,9 +90,8 @@ func (s *hookStage) replay(c *evalCtx, k *flowKey) bool {
 	nf := s.nf
 	nf.flowHits++
 	nf.Evaluations += uint64(sl.evals)
-	for _, r := range sl.rules[:sl.n] {
-		r.Packets++
-		r.Bytes += c.plen
+	for _, k := range sl.ctrs[:sl.n] {
+		k.add(c.plen)
 	}
 	if sl.policy {
 		ch := s.t.builtins[s.hook]
@@ -113,7 +113,7 @@ func (s *hookStage) store(c *evalCtx, k *flowKey, v verdict, evals uint64) {
 	}
 	sl := &s.cache[k.slot()]
 	*sl = flowSlot{key: *k, gen: s.nf.gen, valid: true, policy: rec.policy, n: uint8(rec.n),
-		evals: uint32(evals), mark: c.p.Mark, rules: rec.rules}
+		evals: uint32(evals), mark: c.p.Mark, ctrs: rec.ctrs}
 }
 
 // classify sets the rule's cacheability: volatileMatch when evaluating it

@@ -82,8 +82,10 @@ func (v Verdict) String() string {
 	return "ACCEPT"
 }
 
-// Chain is a built-in or user-defined chain. Built-in chains have a policy
-// and policy counters (how many packets fell off the end).
+// Chain is a built-in or user-defined chain of one namespace's table.
+// Built-in chains have a policy and policy counters (how many packets fell
+// off the end). The chain holds its rules' counters, one per rule in rule
+// order, as the kernel keeps them per rule of the namespace's table.
 type Chain struct {
 	Name    string
 	Builtin bool
@@ -92,10 +94,31 @@ type Chain struct {
 	// Packets and Bytes count packets that took the policy.
 	Packets, Bytes uint64
 	rules          []*Rule
+	// ctr holds rules[i]'s counters at ctr[i]; nil while every one is zero
+	// (most of kube-proxy's chains never see a packet).
+	ctr []counter
 }
 
 // Rules returns the chain's rules in order. The slice must not be modified.
 func (c *Chain) Rules() []*Rule { return c.rules }
+
+// RuleCounters returns the packet and byte counters of the chain's i-th
+// rule (0-based), what iptables-save -c prints before it.
+func (c *Chain) RuleCounters(i int) (packets, bytes uint64) {
+	if c.ctr == nil {
+		return 0, 0
+	}
+	return c.ctr[i].packets, c.ctr[i].bytes
+}
+
+// counter returns the counters of the chain's i-th rule, allocating the
+// chain's counters when the first of its rules matches.
+func (c *Chain) counter(i int) *counter {
+	if c.ctr == nil {
+		c.ctr = make([]counter, len(c.rules))
+	}
+	return &c.ctr[i]
+}
 
 // Table is one iptables table in a namespace.
 type Table struct {
@@ -368,13 +391,13 @@ func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
 		if !r.matches(c) {
 			continue
 		}
-		r.Packets++
-		r.Bytes += c.plen
+		k := ch.counter(i)
+		k.add(c.plen)
 		if c.rec.on {
 			if r.volatileTarget || c.rec.n == maxReplay {
 				c.rec.uncacheable = true
 			} else {
-				c.rec.rules[c.rec.n] = r
+				c.rec.ctrs[c.rec.n] = k
 				c.rec.n++
 			}
 		}

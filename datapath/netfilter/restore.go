@@ -56,6 +56,9 @@ type staged struct {
 	// added holds the rules this restore appended or inserted, in input
 	// order, for the jump-depth check.
 	added []*Rule
+	// ctr holds the counters the input gave rules ("[p:b] -A ..." or
+	// -c P B) under --counters.
+	ctr map[*Rule]counter
 }
 
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
@@ -120,8 +123,11 @@ func (st *staged) parseRule(nf *Netfilter, c *Chain, words []string) (*Rule, err
 	if err != nil {
 		return nil, err
 	}
-	if st.opts.Counters && counters != nil {
-		r.Packets, r.Bytes = counters[0], counters[1]
+	if st.opts.Counters && counters != nil && (counters[0] != 0 || counters[1] != 0) {
+		if st.ctr == nil {
+			st.ctr = map[*Rule]counter{}
+		}
+		st.ctr[r] = counter{counters[0], counters[1]}
 	}
 	return r, nil
 }
@@ -527,7 +533,9 @@ func (nf *Netfilter) commit(st *staged) {
 	t := st.t
 	t.chains = st.chains
 	for _, c := range st.chains {
-		c.rules = st.rules[c]
+		rs := st.rules[c]
+		c.ctr = st.counters(c, rs)
+		c.rules = rs
 		c.Policy = st.policy[c]
 		if pc, ok := st.pcount[c]; ok {
 			c.Packets, c.Bytes = pc[0], pc[1]
@@ -543,6 +551,39 @@ func (nf *Netfilter) commit(st *staged) {
 		t.loaded = true
 		nf.order = append(nf.order, t.Name)
 	}
+}
+
+// counters returns the counters of c's rules once they are rs: those the
+// input gave, else those the rules kept from before had (a rule keeps its
+// counters when other rules are inserted or deleted around it), else zero.
+func (st *staged) counters(c *Chain, rs []*Rule) []counter {
+	old := c.rules
+	if len(old) == len(rs) && (len(rs) == 0 || &old[0] == &rs[0]) && len(st.ctr) == 0 {
+		return c.ctr // the chain's rules are unchanged
+	}
+	var at map[*Rule]int
+	if c.ctr != nil {
+		at = make(map[*Rule]int, len(old))
+		for i, r := range old {
+			at[r] = i
+		}
+	}
+	var ctr []counter
+	for i, r := range rs {
+		k, ok := st.ctr[r]
+		if !ok && at != nil {
+			if j, kept := at[r]; kept {
+				k = c.ctr[j]
+			}
+		}
+		if k != (counter{}) {
+			if ctr == nil {
+				ctr = make([]counter, len(rs))
+			}
+			ctr[i] = k
+		}
+	}
+	return ctr
 }
 
 // Restore loads iptables-save formatted input, as iptables-restore does:

@@ -8,7 +8,9 @@ import (
 )
 
 // Rule is one compiled rule (struct ipt_entry): the IP part, the matches
-// in order, and the target. Packets and Bytes are its counters.
+// in order, and the target. A rule holds no counters: they belong to the
+// namespace (Chain.RuleCounters), so that a compiled rule is only what the
+// rule text says.
 type Rule struct {
 	chain *Chain
 
@@ -29,8 +31,6 @@ type Rule struct {
 	// run is the indexed run of the chain this rule is in, or nil.
 	run *indexRun
 
-	Packets, Bytes uint64
-
 	text string // "-A CHAIN ..." as iptables-save prints it
 	line int    // line of the restore input it came from
 }
@@ -40,6 +40,16 @@ func (r *Rule) String() string { return r.text }
 
 // Chain returns the chain the rule is in.
 func (r *Rule) Chain() *Chain { return r.chain }
+
+// counter is a rule's or a policy's packet and byte count (struct
+// xt_counters).
+type counter struct{ packets, bytes uint64 }
+
+// add counts one packet of plen bytes.
+func (k *counter) add(plen uint64) {
+	k.packets++
+	k.bytes += plen
+}
 
 type targetKind uint8
 

@@ -532,12 +532,13 @@ func (t *Table) appendSave(b []byte, counters bool) []byte {
 		}
 	}
 	for _, c := range chains {
-		for _, r := range c.rules {
+		for i, r := range c.rules {
 			if counters {
+				p, n := c.RuleCounters(i)
 				b = append(b, '[')
-				b = appendUint(b, r.Packets)
+				b = appendUint(b, p)
 				b = append(b, ':')
-				b = appendUint(b, r.Bytes)
+				b = appendUint(b, n)
 				b = append(b, "] "...)
 			}
 			b = append(b, r.text...)

@@ -40,22 +40,22 @@ COMMIT
 	require.Contains(t, sets.Get("KUBE-CLUSTER-IP").List(), "References: 1\n")
 	require.EqualError(t, sets.Destroy("PORTS"), "ipset v7.17: Set cannot be destroyed: it is in use by a kernel component")
 
-	rules := tp.nf.Table("filter").Chain("FORWARD").Rules()
+	fwd := tp.nf.Table("filter").Chain("FORWARD")
 	// 10.0.2.2:53/udp is in KUBE-CLUSTER-IP: dropped by rule 1.
 	send(t, tp.client, udpPacket(ipClient, ipServer, 1000, 53, []byte("a")), nil)
 	require.NoError(t, tp.e.Run())
 	require.Empty(t, tp.atServer.pkts)
-	require.Equal(t, uint64(1), rules[0].Packets)
+	require.Equal(t, uint64(1), pkts(fwd, 0))
 	// Port 54 is in PORTS: the negated match fails; physdev: not bridged.
 	send(t, tp.client, udpPacket(ipClient, ipServer, 1000, 54, []byte("b")), nil)
 	require.NoError(t, tp.e.Run())
 	require.Len(t, tp.atServer.pkts, 1)
 	// The request and the server's ICMP port unreachable (nothing
 	// listens) coming back: an ICMP error's "port" is type<<8|code, in no set.
-	require.Equal(t, uint64(2), rules[2].Packets)
+	require.Equal(t, uint64(2), pkts(fwd, 2))
 	// Port 55 is in neither: rejected.
 	send(t, tp.client, udpPacket(ipClient, ipServer, 1000, 55, []byte("c")), nil)
 	require.NoError(t, tp.e.Run())
 	require.Len(t, tp.atServer.pkts, 1)
-	require.Equal(t, uint64(1), rules[1].Packets)
+	require.Equal(t, uint64(1), pkts(fwd, 1))
 }
