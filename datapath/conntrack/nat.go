@@ -241,6 +241,9 @@ func (e *Entry) l4UniqueTuple(w *datapath.Walk, t Tuple, r *NATRange, m Manip) T
 // TCP/UDP checksum incrementally (a zero UDP checksum stays zero) and, for
 // ICMP queries, the identifier. It returns whether it rewrote anything.
 func (e *Entry) ManipPacket(p *datapath.Packet, info CTInfo, m Manip) bool {
+	if e.Status&StatusNATMask == 0 {
+		return false // no binding changes anything (most connections)
+	}
 	target, ok := e.binding(info, m)
 	if !ok {
 		return false
@@ -257,15 +260,17 @@ func (e *Entry) binding(info CTInfo, m Manip) (Tuple, bool) {
 	if m == ManipDst {
 		statusbit = StatusDstNAT
 	}
-	other := e.Reply
-	if info.Reply() {
+	reply := info.Reply()
+	if reply {
 		statusbit ^= StatusNATMask
-		other = e.Orig
 	}
 	if e.Status&statusbit == 0 {
 		return Tuple{}, false
 	}
-	return other.Invert(), true
+	if reply {
+		return e.Orig.Invert(), true
+	}
+	return e.Reply.Invert(), true
 }
 
 // TranslateICMPError applies the binding to an ICMP error RELATED to the
@@ -279,7 +284,8 @@ func (e *Entry) TranslateICMPError(p *datapath.Packet, info CTInfo, m Manip) boo
 		return false
 	}
 	ip := p.IPv4()
-	pr := parseIP(ip)
+	var pr parsed
+	parseIP(ip, &pr)
 	if pr.frag || len(pr.l4) < 8+20 {
 		return false
 	}

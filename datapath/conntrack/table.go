@@ -136,7 +136,9 @@ type Table struct {
 	// the chain of its original and of its reply tuple, newest first, as
 	// in the kernel's hlist). Built the first time the table is full and
 	// kept up to date from then on; nil before.
-	heads    []hnode
+	heads []hnode
+	// recent caches the slots of tuples looked up lately (see find).
+	recent   [recentSlots]recentSlot
 	nextID   uint32
 	rover    uint16
 	Stats    Stats
@@ -206,7 +208,7 @@ func (t *Table) Len() int {
 // Lookup finds the live connection a tuple belongs to and whether the tuple
 // is its reply direction.
 func (t *Table) Lookup(tu Tuple) (*Entry, bool, bool) {
-	s, ok := t.m[tu]
+	s, ok := t.find(tu)
 	if !ok {
 		return nil, false, false
 	}
@@ -215,6 +217,43 @@ func (t *Table) Lookup(tu Tuple) (*Entry, bool, bool) {
 		return nil, false, false
 	}
 	return s.e, s.reply, true
+}
+
+// recentSlots is the size of the direct-mapped cache in front of the map.
+const recentSlots = 64
+
+// recentSlot remembers which connection a tuple belonged to when last
+// looked up. It stays right while that connection lives: a confirmed
+// connection's tuples never change and no other live connection can take
+// them (confirm refuses a clash), and remove marks it dying. So a slot
+// whose entry is not dying answers exactly what the map would.
+type recentSlot struct {
+	tu    Tuple
+	reply bool
+	e     *Entry
+}
+
+func (tu *Tuple) recentIndex() int {
+	h := (uint32(tu.Src[0])<<24 | uint32(tu.Src[1])<<16 | uint32(tu.Src[2])<<8 | uint32(tu.Src[3])) * 0x9e3779b1
+	h ^= (uint32(tu.Dst[0])<<24 | uint32(tu.Dst[1])<<16 | uint32(tu.Dst[2])<<8 | uint32(tu.Dst[3])) * 0x85ebca6b
+	h ^= (uint32(tu.Sport)<<16 | uint32(tu.Dport)) * 0xc2b2ae35
+	h ^= uint32(tu.Proto)
+	h ^= h >> 16
+	return int(h & (recentSlots - 1))
+}
+
+// find is the map lookup of tu (live or not), through the recent cache:
+// the walk looks the same few tuples up at every hook of every packet.
+func (t *Table) find(tu Tuple) (slot, bool) {
+	c := &t.recent[tu.recentIndex()]
+	if c.e != nil && c.tu == tu && c.e.Status&StatusDying == 0 {
+		return slot{e: c.e, reply: c.reply}, true
+	}
+	s, ok := t.m[tu]
+	if ok {
+		*c = recentSlot{tu: tu, reply: s.reply, e: s.e}
+	}
+	return s, ok
 }
 
 // taken reports whether a tuple is used by a live connection in either

@@ -178,7 +178,8 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 		return datapath.VerdictContinue
 	}
 	now := w.Now()
-	pr := parseIP(p.IPv4())
+	var pr parsed
+	parseIP(p.IPv4(), &pr)
 	if pr.frag || !pr.ok {
 		t.Stats.Invalid++
 		if p.Trace != nil {
@@ -189,7 +190,7 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 	if pr.t.Proto == datapath.ProtoICMP && isICMPError(pr.t.ICMPType()) {
 		return t.related(w, p, pr)
 	}
-	if sl, ok := t.m[pr.t]; ok {
+	if sl, ok := t.find(pr.t); ok {
 		e := sl.e
 		if e.expires <= now {
 			t.remove(e)
@@ -304,7 +305,7 @@ func (t *Table) evict(w *datapath.Walk, p *datapath.Packet, tu Tuple, now time.D
 func (t *Table) related(w *datapath.Walk, p *datapath.Packet, pr parsed) datapath.Verdict {
 	var inner parsed
 	if len(pr.l4) >= 8 {
-		inner = parseIP(pr.l4[8:])
+		parseIP(pr.l4[8:], &inner)
 	}
 	if !inner.ok || inner.frag {
 		t.Stats.Invalid++

@@ -139,16 +139,18 @@ type parsed struct {
 }
 
 // parseIP extracts the tuple from an IPv4 packet (ip starts at the IPv4
-// header). It never panics on short input; ok is false when the L4 header
-// needed for the tuple is missing.
-func parseIP(ip []byte) (p parsed) {
+// header) into p, which must be zero. It never panics on short input; ok is
+// false when the L4 header needed for the tuple is missing. It fills p in
+// place: the walk calls it for every tracked packet, and returning the
+// struct by value copied it twice.
+func parseIP(ip []byte, p *parsed) {
 	if len(ip) < 20 {
-		return p
+		return
 	}
 	ihl := int(ip[0]&0xf) * 4
 	tot := int(ip[2])<<8 | int(ip[3])
 	if ihl < 20 || tot < ihl || ihl > len(ip) {
-		return p
+		return
 	}
 	if tot > len(ip) {
 		tot = len(ip)
@@ -160,33 +162,32 @@ func parseIP(ip []byte) (p parsed) {
 	p.l4 = ip[ihl:tot]
 	if (uint16(ip[6])<<8|uint16(ip[7]))&0x1fff != 0 {
 		p.frag = true
-		return p
+		return
 	}
-	return parseL4(p, p.l4)
+	parseL4(p)
 }
 
-func parseL4(p parsed, l4 []byte) parsed {
+func parseL4(p *parsed) {
+	l4 := p.l4
 	switch p.t.Proto {
 	case datapath.ProtoTCP:
 		if len(l4) < 14 {
-			return p
+			return
 		}
 		p.t.Sport = uint16(l4[0])<<8 | uint16(l4[1])
 		p.t.Dport = uint16(l4[2])<<8 | uint16(l4[3])
 		p.tcpFlags = l4[13]
 	case datapath.ProtoUDP, datapath.ProtoSCTP:
 		if len(l4) < 4 {
-			return p
+			return
 		}
 		p.t.Sport = uint16(l4[0])<<8 | uint16(l4[1])
 		p.t.Dport = uint16(l4[2])<<8 | uint16(l4[3])
 	case datapath.ProtoICMP:
 		if len(l4) < 8 {
-			if len(l4) >= 2 && isICMPError(l4[0]) {
-				// still an error type, but too short to quote a header
-				return p
-			}
-			return p
+			// too short to build a tuple (or, for an error type, to
+			// quote a header)
+			return
 		}
 		p.t.Dport = uint16(l4[0])<<8 | uint16(l4[1])
 		if icmpHasInverse[l4[0]] {
@@ -194,7 +195,6 @@ func parseL4(p parsed, l4 []byte) parsed {
 		}
 	}
 	p.ok = true
-	return p
 }
 
 // TupleOf returns the original-direction tuple of p's IPv4 packet as
@@ -203,6 +203,7 @@ func TupleOf(p *datapath.Packet) (Tuple, bool) {
 	if p.Len() < datapath.EthHdrLen+20 || p.EtherType() != 0x0800 {
 		return Tuple{}, false
 	}
-	r := parseIP(p.IPv4())
+	var r parsed
+	parseIP(p.IPv4(), &r)
 	return r.t, r.ok
 }
