@@ -190,14 +190,6 @@ func (e *Engine) next() event {
 	return ev
 }
 
-// peekAt is the time of the next event; the queue must not be empty.
-func (e *Engine) peekAt() time.Duration {
-	if e.fifoFirst() {
-		return e.fifo[e.fhead].at
-	}
-	return e.queue[0].at
-}
-
 func (e *Engine) pop() event {
 	q := e.queue
 	top := q[0]
@@ -234,30 +226,33 @@ func (e *Engine) Pending() int { return len(e.queue) + len(e.fifo) - e.fhead }
 // NextAt is the time of the next event and whether there is one. Cancelled
 // timers at the head of the queue are discarded first.
 func (e *Engine) NextAt() (time.Duration, bool) {
-	e.dropStale()
-	if e.Pending() == 0 {
+	ev := e.head()
+	if ev == nil {
 		return 0, false
 	}
-	return e.peekAt(), true
+	return ev.at, true
 }
 
-// dropStale discards cancelled timers at the head of the queue.
-func (e *Engine) dropStale() {
-	for e.Pending() > 0 {
+// head discards cancelled timers at the head of the queue and returns the
+// next event (still queued), or nil when there is none.
+func (e *Engine) head() *event {
+	for {
 		var ev *event
-		if e.fifoFirst() {
+		switch {
+		case e.fifoFirst():
 			ev = &e.fifo[e.fhead]
-		} else {
+		case len(e.queue) > 0:
 			ev = &e.queue[0]
+		default:
+			return nil
 		}
-		if ev.kind != evTimer {
-			return
+		if ev.kind == evTimer {
+			if st, ok := ev.timer.(StaleTimer); ok && st.Stale() {
+				e.next()
+				continue
+			}
 		}
-		st, ok := ev.timer.(StaleTimer)
-		if !ok || !st.Stale() {
-			return
-		}
-		e.next()
+		return ev
 	}
 }
 
@@ -294,10 +289,15 @@ func (e *Engine) Foreground() int { return e.fg }
 
 // Step runs the next event. It returns false when the queue is empty.
 func (e *Engine) Step() bool {
-	e.dropStale()
-	if e.Pending() == 0 {
+	if e.head() == nil {
 		return false
 	}
+	e.run()
+	return true
+}
+
+// run removes the next event, which head found, and runs it.
+func (e *Engine) run() {
 	ev := e.next()
 	if ev.at > e.now {
 		e.now = ev.at
@@ -311,7 +311,6 @@ func (e *Engine) Step() bool {
 	case evTimer:
 		ev.timer.Fire(w)
 	}
-	return true
 }
 
 // ErrEventLimit is returned by Run when MaxEvents were processed and events
@@ -337,19 +336,15 @@ func (e *Engine) RunUntil(until time.Duration) error {
 	if limit == 0 {
 		limit = 1_000_000
 	}
-	n := 0
-	for e.dropStale(); e.Pending() > 0; e.dropStale() {
-		if until >= 0 && e.peekAt() > until {
-			break
-		}
-		if until < 0 && e.fg == 0 {
+	for n := 0; ; n++ {
+		ev := e.head()
+		if ev == nil || (until >= 0 && ev.at > until) || (until < 0 && e.fg == 0) {
 			break
 		}
 		if n == limit {
 			return &ErrEventLimit{Events: n, At: e.now}
 		}
-		e.Step()
-		n++
+		e.run()
 	}
 	if until > e.now {
 		e.now = until
