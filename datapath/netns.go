@@ -348,6 +348,29 @@ func (ns *Netns) AddHookStage(h Hook, name string, priority int, s Stage) {
 	ns.hooks[h].add(HookEntry{Name: name, Priority: priority, Stage: s})
 }
 
+// SetHookPassive tells the hook that, until further notice, all the stage
+// registered as name would do with a packet is count it: add one to
+// *packets and the packet's length from its IPv4 header on (the frame
+// less its Ethernet header) to *bytes, then pass it on. The hook then does
+// that itself instead of calling the stage, as the kernel runs no hook
+// function for an nf_tables base chain without rules. This is how an
+// iptables table whose built-in chain is empty with policy ACCEPT keeps
+// its policy counter exact at no cost. packets == nil makes the stage
+// active again. It reports whether a stage of that name is registered.
+// The stage must behave the same when it is called directly.
+func (ns *Netns) SetHookPassive(h Hook, name string, packets, bytes *uint64) bool {
+	if (packets == nil) != (bytes == nil) {
+		return false
+	}
+	for i := range ns.hooks[h] {
+		if e := &ns.hooks[h][i]; e.Name == name {
+			e.passPackets, e.passBytes = packets, bytes
+			return true
+		}
+	}
+	return false
+}
+
 // RemoveHookStage removes a stage registered with AddHookStage.
 func (ns *Netns) RemoveHookStage(h Hook, name string) bool { return ns.hooks[h].remove(name) }
 

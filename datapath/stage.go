@@ -92,6 +92,9 @@ type HookEntry struct {
 	Name     string
 	Priority int
 	Stage    Stage
+	// passPackets and passBytes, when set (SetHookPassive), stand in for
+	// calling Stage: the hook counts the packet there instead.
+	passPackets, passBytes *uint64
 }
 
 // hookList is the ordered list of stages on one hook.
@@ -114,7 +117,13 @@ func (l *hookList) remove(name string) bool {
 
 func (l hookList) run(w *Walk, p *Packet) Verdict {
 	for i := range l {
-		v := l[i].Stage.Process(w, p)
+		e := &l[i]
+		if e.passPackets != nil {
+			*e.passPackets++
+			*e.passBytes += uint64(p.Len() - EthHdrLen)
+			continue
+		}
+		v := e.Stage.Process(w, p)
 		if v.Code != Continue {
 			return v
 		}

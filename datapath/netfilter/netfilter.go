@@ -235,8 +235,29 @@ func Install(ns *datapath.Netns, ct *conntrack.Table) *Netfilter {
 			ns.AddHookStage(h, "iptables/"+d.name, hookPriority(d.name, h), s)
 		}
 		nf.tables[d.name] = t
+		nf.syncPassive(t)
 	}
 	return nf
+}
+
+// syncPassive makes the hooks of t whose built-in chain has no rules and
+// policy ACCEPT count packets on the policy counter without calling the
+// table's stage (what the stage would do, see hookStage.Process), and the
+// others call it. Every change to t's chains (commit) must call it.
+func (nf *Netfilter) syncPassive(t *Table) {
+	if t.Name == NAT {
+		return // the nat stage sets up bindings even with no rules
+	}
+	for h, c := range t.builtins {
+		if c == nil {
+			continue
+		}
+		if len(c.rules) == 0 && c.Policy == Accept {
+			nf.ns.SetHookPassive(datapath.Hook(h), "iptables/"+t.Name, &c.Packets, &c.Bytes)
+		} else {
+			nf.ns.SetHookPassive(datapath.Hook(h), "iptables/"+t.Name, nil, nil)
+		}
+	}
 }
 
 // Netns returns the namespace.
@@ -527,7 +548,9 @@ type hookStage struct {
 
 var _ datapath.Stage = (*hookStage)(nil)
 
-// Process runs the table's built-in chain for the hook.
+// Process runs the table's built-in chain for the hook. With no rules and
+// policy ACCEPT it only counts the packet on the policy; the hook does
+// that without calling it then (syncPassive).
 func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict {
 	if len(s.t.builtins[s.hook].rules) == 0 && s.t.builtins[s.hook].Policy == Accept {
 		s.t.builtins[s.hook].Packets++

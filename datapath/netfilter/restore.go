@@ -547,6 +547,7 @@ func (nf *Netfilter) commit(st *staged) {
 		c.buildIndex()
 	}
 	nf.gen++
+	nf.syncPassive(t) // the hooks whose chain is empty count without a call
 	if !t.loaded {
 		t.loaded = true
 		nf.order = append(nf.order, t.Name)
