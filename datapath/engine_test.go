@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -54,4 +55,40 @@ func TestEngineRunsEventsInTimeThenSequenceOrder(t *testing.T) {
 				"seed %d: event %v ran before %v", seed, a, b)
 		}
 	}
+}
+
+type countingStage struct{ n int }
+
+func (c *countingStage) Process(*Walk, *Packet) Verdict { c.n++; return VerdictContinue }
+
+func TestSetHookPassiveCountsWithoutCalling(t *testing.T) {
+	e := NewEngine(1)
+	ns := e.NewNetns("n", "ns")
+	a, b := &countingStage{}, &countingStage{}
+	ns.AddHookStage(Output, "a", 0, a)
+	ns.AddHookStage(Output, "b", 0, b)
+	var pkts, bytes uint64
+	require.True(t, ns.SetHookPassive(Output, "a", &pkts, &bytes))
+	assert.False(t, ns.SetHookPassive(Output, "missing", &pkts, &bytes))
+	assert.False(t, ns.SetHookPassive(Output, "a", &pkts, nil), "packets without bytes")
+	ip := []byte{0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
+		0x9c, 0x40, 0x23, 0x28, 0, 8, 0, 0}
+	send := func() {
+		p := e.Pool.Get()
+		p.SetIPPacket(ip)
+		require.True(t, ns.runHook(e.Walk(), Output, p, nil))
+		p.Release()
+	}
+	send()
+	send()
+	assert.Equal(t, [2]int{0, 2}, [2]int{a.n, b.n}, "a is counted, b is called")
+	assert.Equal(t, [2]uint64{2, 56}, [2]uint64{pkts, bytes})
+	st := ns.HookStages(Output)
+	require.Len(t, st, 2)
+	assert.Equal(t, []string{"a", "b"}, []string{st[0].Name, st[1].Name}, "the order is kept")
+	assert.True(t, st[0].Passive())
+	require.True(t, ns.SetHookPassive(Output, "a", nil, nil))
+	send()
+	assert.Equal(t, [2]int{1, 3}, [2]int{a.n, b.n})
+	assert.Equal(t, uint64(2), pkts)
 }

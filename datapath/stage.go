@@ -97,6 +97,10 @@ type HookEntry struct {
 	passPackets, passBytes *uint64
 }
 
+// Passive reports whether the hook counts packets for the stage instead of
+// calling it (Netns.SetHookPassive).
+func (e HookEntry) Passive() bool { return e.passPackets != nil }
+
 // hookList is the ordered list of stages on one hook.
 type hookList []HookEntry
 

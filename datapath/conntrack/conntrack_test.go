@@ -159,3 +159,32 @@ func FuzzManipChecksums(f *testing.F) {
 		require.Equal(t, port2, header.UDP(l4).SourcePort())
 	})
 }
+
+func TestRecentLookupsFollowRemovalAndReuse(t *testing.T) {
+	e, tb := newTable(t)
+	tu := Tuple{Src: [4]byte{10, 244, 1, 2}, Dst: [4]byte{10, 244, 2, 3}, Sport: 40000, Dport: 80, Proto: 6}
+	mk := func() *Entry {
+		en := tb.newEntry(tu, e.Now())
+		en.expires = e.Now() + time.Minute
+		require.Same(t, en, tb.confirm(en, e.Now()))
+		return en
+	}
+	first := mk()
+	for range 2 { // the second lookup is answered by the recent cache
+		got, reply, ok := tb.Lookup(tu.Invert())
+		require.True(t, ok)
+		assert.Same(t, first, got)
+		assert.True(t, reply)
+	}
+	tb.Kill(first)
+	_, _, ok := tb.Lookup(tu.Invert())
+	assert.False(t, ok, "a killed connection is not found through the cache")
+	second := mk()
+	got, _, ok := tb.Lookup(tu)
+	require.True(t, ok)
+	assert.Same(t, second, got, "the tuple's new connection")
+	require.NoError(t, e.Advance(2*time.Minute))
+	_, _, ok = tb.Lookup(tu)
+	assert.False(t, ok, "expired")
+	assert.Zero(t, tb.Len())
+}

@@ -152,3 +152,80 @@ func TestFlowCacheKeyedByMarkAndConntrackState(t *testing.T) {
 	saved = tp.nf.Save(SaveOptions{Counters: true})
 	assert.Contains(t, saved, "[2:77] -A KUBE-FORWARD -m comment --comment \"kubernetes forwarding rules\" -m mark --mark 0x4000/0x4000 -j ACCEPT")
 }
+
+// activeHooks makes every hook of tp's host call its stages, as they did
+// before empty chains were counted by the hook itself.
+func activeHooks(tp *topo) {
+	for h := datapath.Prerouting; h <= datapath.Postrouting; h++ {
+		for _, e := range tp.host.HookStages(h) {
+			tp.host.SetHookPassive(h, e.Name, nil, nil)
+		}
+	}
+}
+
+func TestEmptyChainsCountedByTheHook(t *testing.T) {
+	for _, tc := range flowCacheRules {
+		t.Run(tc.name, func(t *testing.T) {
+			passive, called := newTopo(t, conntrack.Config{}), newTopo(t, conntrack.Config{})
+			for _, tp := range []*topo{passive, called} {
+				tp.restore(t, tc.rules)
+				_, err := tp.server.ListenUDP(5353, true)
+				require.NoError(t, err)
+				_, err = tp.client.ListenUDP(40000, false)
+				require.NoError(t, err)
+			}
+			activeHooks(called)
+			exchange(t, passive, 7, false)
+			exchange(t, called, 7, false)
+			exchange(t, passive, 3, true)
+			exchange(t, called, 3, true)
+			assert.Equal(t, called.nf.Save(SaveOptions{Counters: true}), passive.nf.Save(SaveOptions{Counters: true}), "iptables-save -c")
+			assert.Equal(t, called.nf.Evaluations, passive.nf.Evaluations)
+			n := 0
+			for h := datapath.Prerouting; h <= datapath.Postrouting; h++ {
+				for _, e := range passive.host.HookStages(h) {
+					if e.Passive() {
+						n++
+						c := passive.nf.Table(e.Name[len("iptables/"):]).Chain(h.String())
+						require.NotNil(t, c, e.Name)
+						assert.Empty(t, c.Rules(), "%s %s is passive with rules", e.Name, h)
+					}
+				}
+			}
+			assert.Positive(t, n, "no hook counts for an empty chain")
+		})
+	}
+}
+
+func TestChainLeavesAndRejoinsThePassiveHook(t *testing.T) {
+	tp := newTopo(t, conntrack.Config{})
+	_, _ = tp.server.ListenUDP(5353, false)
+	passive := func() bool {
+		for _, e := range tp.host.HookStages(datapath.Forward) {
+			if e.Name == "iptables/filter" {
+				return e.Passive()
+			}
+		}
+		t.Fatal("no filter stage at FORWARD")
+		return false
+	}
+	require.True(t, passive(), "an empty FORWARD with policy ACCEPT")
+	exchange(t, tp, 2, false)
+	require.NoError(t, tp.nf.Exec(Filter, "-A", "FORWARD", "-p", "udp", "-j", "DROP"))
+	assert.False(t, passive(), "a rule makes the stage run")
+	exchange(t, tp, 1, false)
+	assert.Len(t, tp.atServer.pkts, 2, "the rule dropped the third packet")
+	require.NoError(t, tp.nf.Exec(Filter, "-F", "FORWARD"))
+	require.NoError(t, tp.nf.Exec(Filter, "-P", "FORWARD", "DROP"))
+	assert.False(t, passive(), "policy DROP makes the stage run")
+	exchange(t, tp, 1, false)
+	assert.Len(t, tp.atServer.pkts, 2, "dropped by the policy")
+	require.NoError(t, tp.nf.Exec(Filter, "-P", "FORWARD", "ACCEPT"))
+	assert.True(t, passive())
+	exchange(t, tp, 1, false)
+	assert.Len(t, tp.atServer.pkts, 3)
+	saved := tp.nf.Save(SaveOptions{Counters: true})
+	// Policy: two passive packets (IP lengths 38 and 39), none while the
+	// rule dropped, one under policy DROP and one passive again (38 each).
+	assert.Contains(t, saved, ":FORWARD ACCEPT [4:153]\n", "the policy counted the packets passive and active")
+}
