@@ -45,12 +45,15 @@ type RestoreOptions struct {
 // staged is a table being rebuilt by a restore: the chains it will have
 // and their rules. Live chains are not touched until commit.
 type staged struct {
-	t        *Table
-	chains   map[string]*Chain
+	t      *Table
+	chains map[string]*Chain
+	// rules holds the rules of the chains this restore changed; the
+	// others keep their live rules (rulesOf). owned marks the slices this
+	// restore allocated, which it may modify in place.
 	rules    map[*Chain][]*Rule
+	owned    map[*Chain]bool
 	policy   map[*Chain]Verdict
 	pcount   map[*Chain][2]uint64
-	refs     map[*Chain]int
 	opts     RestoreOptions
 	declared map[string]bool
 	// added holds the rules this restore appended or inserted, in input
@@ -62,38 +65,65 @@ type staged struct {
 }
 
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
-	st := &staged{t: t, chains: map[string]*Chain{}, rules: map[*Chain][]*Rule{}, policy: map[*Chain]Verdict{},
-		pcount: map[*Chain][2]uint64{}, refs: map[*Chain]int{}, opts: opts, declared: map[string]bool{}}
+	st := &staged{t: t, chains: make(map[string]*Chain, len(t.chains)), rules: map[*Chain][]*Rule{}, owned: map[*Chain]bool{},
+		policy: map[*Chain]Verdict{}, pcount: map[*Chain][2]uint64{}, opts: opts, declared: map[string]bool{}}
 	for n, c := range t.chains {
 		if !opts.Noflush && !c.Builtin {
 			continue
 		}
 		st.chains[n] = c
-		st.policy[c] = c.Policy
-		if opts.Noflush {
-			st.rules[c] = c.rules
-			for _, r := range c.rules {
-				if r.target.chain != nil {
-					st.refs[r.target.chain]++
-				}
+		if c.Builtin {
+			st.policy[c] = c.Policy
+			if !opts.Noflush {
+				st.rules[c] = nil // flushed
 			}
 		}
 	}
 	return st
 }
 
+// rulesOf returns the rules c will have: those staged for it, else (with
+// --noflush) its live rules. The slice must not be modified.
+func (st *staged) rulesOf(c *Chain) []*Rule {
+	if rs, ok := st.rules[c]; ok {
+		return rs
+	}
+	if st.opts.Noflush {
+		return c.rules
+	}
+	return nil
+}
+
+// mutable returns c's staged rules in a slice this restore owns, copying
+// the live ones the first time, so that appending a rule costs O(1) and
+// not a copy of the chain (KUBE-SERVICES holds a rule per service port).
+func (st *staged) mutable(c *Chain) []*Rule {
+	if st.owned[c] {
+		return st.rules[c]
+	}
+	old := st.rulesOf(c)
+	rs := make([]*Rule, len(old), len(old)+8)
+	copy(rs, old)
+	st.rules[c], st.owned[c] = rs, true
+	return rs
+}
+
 func (st *staged) setRules(c *Chain, rs []*Rule) {
-	for _, r := range st.rules[c] {
-		if r.target.chain != nil {
-			st.refs[r.target.chain]--
-		}
-	}
-	for _, r := range rs {
-		if r.target.chain != nil {
-			st.refs[r.target.chain]++
-		}
-	}
 	st.rules[c] = rs
+	st.owned[c] = false
+}
+
+// refs counts, per chain, the staged rules that jump or go to it.
+func (st *staged) refs() map[*Chain]int {
+	refs := map[*Chain]int{}
+	for _, c := range st.chains {
+		for _, r := range st.rulesOf(c) {
+			if r.target.chain != nil {
+				refs[r.target.chain]++
+			}
+		}
+	}
+	return refs
 }
 
 func (st *staged) chain(name string) (*Chain, error) {
@@ -179,7 +209,7 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 			pos = 0
 			if len(spec) > 0 {
 				if n, err := strconv.Atoi(spec[0]); err == nil {
-					if n < 1 || n > len(st.rules[c])+1 {
+					if n < 1 || n > len(st.rulesOf(c))+1 {
 						return errorf("Index of insertion too big")
 					}
 					pos = n - 1
@@ -196,20 +226,18 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 		}
 		r.line = line
 		st.added = append(st.added, r)
-		old := st.rules[c]
-		rs := make([]*Rule, 0, len(old)+1)
-		if pos < 0 {
-			rs = append(append(rs, old...), r)
-		} else {
-			rs = append(append(append(rs, old[:pos]...), r), old[pos:]...)
+		rs := append(st.mutable(c), r)
+		if pos >= 0 {
+			copy(rs[pos+1:], rs[pos:])
+			rs[pos] = r
 		}
-		st.setRules(c, rs)
+		st.rules[c] = rs
 	case "-D", "--delete":
 		c, err := need()
 		if err != nil {
 			return err
 		}
-		old := st.rules[c]
+		old := st.rulesOf(c)
 		idx := -1
 		if len(rest) == 2 {
 			if n, err := strconv.Atoi(rest[1]); err == nil {
@@ -234,8 +262,8 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 				return errorf("Bad rule (does a matching rule exist in that chain?)")
 			}
 		}
-		rs := append(append([]*Rule{}, old[:idx]...), old[idx+1:]...)
-		st.setRules(c, rs)
+		rs := st.mutable(c)
+		st.rules[c] = append(rs[:idx], rs[idx+1:]...)
 	case "-N", "--new-chain":
 		if len(rest) != 1 {
 			return errorf("-N requires one chain name")
@@ -272,16 +300,18 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 			del = append(del, c)
 		}
 		for _, c := range del {
-			if len(st.rules[c]) > 0 {
+			if len(st.rulesOf(c)) > 0 {
 				return errorf("chain `%s' is not empty (Directory not empty)", c.Name)
 			}
 		}
+		refs := st.refs()
 		for _, c := range del {
-			if st.refs[c] > 0 {
+			if refs[c] > 0 {
 				return errorf("chain `%s' is referenced by a rule (Too many links)", c.Name)
 			}
 			delete(st.chains, c.Name)
 			delete(st.rules, c)
+			delete(st.owned, c)
 		}
 	case "-P", "--policy":
 		c, err := need()
@@ -417,7 +447,7 @@ func (st *staged) jumpHeight(use func(*Rule) bool) map[*Chain]int {
 		}
 		h[c] = 0
 		best := 0
-		for _, r := range st.rules[c] {
+		for _, r := range st.rulesOf(c) {
 			if tc := r.target.chain; tc != nil && use(r) {
 				best = max(best, 1+visit(tc))
 			}
@@ -495,7 +525,7 @@ func (st *staged) validate() (*Rule, error) {
 		visit = func(c *Chain) (*Rule, error) {
 			state[c] = 1
 			masks[c] |= 1 << h
-			for _, r := range st.rules[c] {
+			for _, r := range st.rulesOf(c) {
 				tc := r.target.chain
 				if tc == nil {
 					continue
@@ -520,7 +550,7 @@ func (st *staged) validate() (*Rule, error) {
 	// one is reported every time.
 	for _, name := range slices.Sorted(maps.Keys(st.chains)) {
 		c := st.chains[name]
-		for _, r := range st.rules[c] {
+		for _, r := range st.rulesOf(c) {
 			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
 				return r, errorf("%s target: used from hooks %s, but only usable from %s", r.target.name, hookNames(masks[c]), ok.hooks)
 			}
@@ -533,14 +563,19 @@ func (nf *Netfilter) commit(st *staged) {
 	t := st.t
 	t.chains = st.chains
 	for _, c := range st.chains {
-		rs := st.rules[c]
+		if c.Builtin {
+			c.Policy = st.policy[c]
+			if pc, ok := st.pcount[c]; ok {
+				c.Packets, c.Bytes = pc[0], pc[1]
+			}
+		}
+		rs, changed := st.rules[c]
+		if !changed {
+			continue // a chain the restore did not touch keeps its rules as compiled
+		}
 		c.ctr = st.counters(c, rs)
 		c.rules = rs
-		c.Policy = st.policy[c]
-		if pc, ok := st.pcount[c]; ok {
-			c.Packets, c.Bytes = pc[0], pc[1]
-		}
-		for _, r := range c.rules {
+		for _, r := range rs {
 			r.chain = c
 			r.classify()
 		}
