@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/netstack"
 )
 
@@ -21,10 +22,7 @@ func netstackWorld(b *testing.B) (*scenarios.Reference, *netstack.Stack) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, pod := range r.Pods() {
-		if pod == r.Client {
-			continue
-		}
+	for _, pod := range []*sim.Pod{r.Web1, r.Web2} {
 		s, err := netstack.AttachPod(r.World, pod)
 		if err != nil {
 			b.Fatal(err)
