@@ -65,51 +65,56 @@
 //
 // # Determinism
 //
-// gVisor processes TCP segments on goroutines of its own (one processor
-// per GOMAXPROCS at stack creation), and the applications on top are
-// goroutines too: these are the one place in kubewalk where goroutines run
-// during a walk. They are fenced in like this:
+// gVisor processes TCP segments on goroutines of its own (its processors;
+// each stack here gets one, whatever GOMAXPROCS is), and the applications
+// on top are goroutines too: these are the one place in kubewalk where
+// goroutines run during a walk. They are fenced in like this:
 //
-//   - The processors are kept paused (gVisor's own Pause, made for
+//   - The processor is kept paused (gVisor's own Pause, made for
 //     save/restore) except inside a barrier: after an event delivered a
 //     packet to a stack or fired one of its timers, or an application
-//     called into it, the driver resumes and pauses them again; Pause
-//     returns once every processor has drained its queue. No goroutine
+//     called into it, the driver resumes and pauses it again; Pause
+//     returns once the processor has drained its queue. No goroutine
 //     dump, no polling, no patch to gVisor.
 //   - Everything that touches the world (the engine, the stacks' gVisor
 //     calls, their timers) runs under one world lock, held by the driver
 //     while it steps and during barriers, and by an application goroutine
 //     inside a netstack call; so frames enter the world's queue in one
 //     order.
-//   - After each barrier the driver releases the lock and yields
-//     (runtime.Gosched) until a round (two with GOMAXPROCS > 1) passes in
-//     which no goroutine entered or left a netstack call and the scheduler
-//     reports no other goroutine ready to run (runtime/metrics /sched/goroutines/runnable and
-//     running): the goroutines the step woke (a reader, net/http's
-//     readLoop and writeLoop, a server's handler) have all reached their
-//     next blocking point before the next event runs.
+//   - After a step that touched a stack (delivered a packet, fired a
+//     timer, passed a deadline, or saw an application call), the driver
+//     releases the lock and yields (runtime.Gosched) until a round (two
+//     with GOMAXPROCS > 1) passes in which no goroutine entered or left a
+//     netstack call and the scheduler reports no goroutine ready to run
+//     (runtime/metrics /sched/goroutines/runnable): the goroutines the
+//     step woke (a reader, net/http's readLoop and writeLoop, a server's
+//     handler) have all reached their next blocking point before the next
+//     event runs. A step that touched no stack (a frame moving from one
+//     device to the next) cannot have woken anyone and goes straight on.
 //   - Only one world drives at a time in a process.
 //
 // What is guaranteed: with GOMAXPROCS=1 (go test -cpu 1, or
-// runtime.GOMAXPROCS(1) before the stacks are attached), the same scenario,
-// seed and sequence of calls give the same frames, byte for byte, at the
-// same virtual times, on every run (TestDeterministicFrames checks two runs
-// of a cross-node HTTP exchange). This rests on the Go scheduler running a
-// goroutine's readied goroutines before a yielding one resumes, and on the
-// scheduler's runnable count, which is exact on one processor while the
-// driver runs.
+// runtime.GOMAXPROCS(1) before the calls), the same scenario, seed and
+// sequence of calls give the same frames, byte for byte, at the same
+// virtual times, on every run (TestDeterministicFrames checks two runs of
+// a cross-node HTTP exchange, fresh and kept-alive connections and a
+// wget). This rests on the Go scheduler running a goroutine's readied
+// goroutines before a yielding one resumes, and on the scheduler's
+// runnable count, which is exact on one processor while the driver runs.
 //
 // With GOMAXPROCS above one, results stay correct (the same bytes reach
 // the applications, errors are the same) but timing may vary from run to
-// run: a goroutine running in parallel on another processor can still be
-// on its way into a netstack call when the next event runs, and two
-// processors' segments can interleave, so ACK timing and advertised
-// windows may differ. Before declaring the world idle, and before jumping the
-// clock by more than a millisecond (to a timeout), the driver waits longer
-// in wall-clock time (until the scheduler shows nothing running three
-// times, at most some 40 ms), so an idle error or a spurious timeout is
-// not caused by such a goroutine, short of a machine that deschedules it
-// for longer than that.
+// run: a goroutine already running in parallel on another processor is
+// not in the runnable count, so it can still be on its way into a
+// netstack call when the next event runs, and ACK timing and advertised
+// windows may differ. (A stack's own segments are always handled in
+// delivery order: it has one processor.) Before the clock moves on, the
+// driver yields a few more rounds; before declaring the world idle, and
+// before jumping the clock by more than a millisecond (to a timeout), it
+// waits in wall-clock time (until the scheduler shows nothing running or
+// ready three times, at most some 40 ms), so an idle error or a spurious
+// timeout is not caused by such a goroutine, short of a machine that
+// deschedules it for longer than that.
 //
 // Application hygiene still matters: a server that writes the wall-clock
 // time (net/http's automatic Date header) is not deterministic

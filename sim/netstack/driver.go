@@ -17,13 +17,15 @@ import (
 // The loop, for as long as some foreground call waits:
 //
 //  1. settle: for every stack something touched (a packet delivered, a
-//     timer fired, an application call), resume its TCP processors and pause
-//     them again (gVisor's own barrier: Pause returns once each processor
+//     timer fired, an application call), resume its TCP processor and pause
+//     it again (gVisor's own barrier: Pause returns once the processor
 //     has drained its queue); then release the lock and yield the processor
 //     (runtime.Gosched) until a round (two with GOMAXPROCS > 1) passes in
 //     which no goroutine entered or left a netstack call and the scheduler
 //     shows no other goroutine ready, so the goroutines those steps woke have run
-//     up to their next blocking call; repeat until nothing is touched.
+//     up to their next blocking call; repeat until nothing is touched. A
+//     step that touched no stack (a frame moving between devices, most
+//     steps of a walk) needs no settle: nothing can have been woken.
 //  2. if the waiting call can complete, return;
 //  3. otherwise run the next event of the world's queue (a frame on a
 //     device, a timer), or report that the world is idle.
@@ -66,33 +68,25 @@ const maxSettleRounds = 10000
 // drivers do not each see the other's goroutines as work in progress.
 var driveMu sync.Mutex
 
-// sched holds the scheduler metrics othersBusy reads (under driveMu).
+// sched holds the scheduler metrics the driver reads (under driveMu):
+// the runnable count first, so othersReady reads only it.
 var sched = []metrics.Sample{
-	{Name: "/sched/goroutines/running:goroutines"},
 	{Name: "/sched/goroutines/runnable:goroutines"},
+	{Name: "/sched/goroutines/running:goroutines"},
 }
 
-// othersBusy reports whether any goroutine besides the caller is running
-// or ready to run, from the scheduler's own counts: goroutines woken by
-// the last step (an application's reader, a server's handler, the
-// goroutines net/http hands work between) that have not reached their
-// next blocking point yet. A processor that is only spinning for work
-// (which a yield itself wakes) stops within microseconds, but on a loaded
-// machine its thread can be descheduled for milliseconds, so a running
-// count above one is polled for some 30 µs and then ignored: with GOMAXPROCS
-// above one, a goroutine running in parallel on another processor can be
-// missed (see the package documentation).
-func othersBusy() bool {
-	for range 64 {
-		metrics.Read(sched)
-		if sched[1].Value.Uint64() > 0 {
-			return true
-		}
-		if sched[0].Value.Uint64() <= 1 {
-			return false
-		}
-	}
-	return false
+// othersReady reports whether any goroutine is ready to run, from the
+// scheduler's own count: goroutines woken by the last step (an
+// application's reader, a server's handler, the goroutines net/http hands
+// work between) that have not run yet. With one processor, and the caller
+// running, that is every goroutine that has not reached its next blocking
+// point; with more, a goroutine already running on another processor is
+// not counted (see the package documentation). The running count is no
+// help there: a processor spinning for work, which every yield wakes,
+// shows in it for microseconds at a time.
+func othersReady() bool {
+	metrics.Read(sched[:1])
+	return sched[0].Value.Uint64() > 0
 }
 
 // driverFor returns the world's driver, creating it.
@@ -119,14 +113,18 @@ func (d *driver) settle() {
 			}
 		}
 		a := d.activity.Load()
-		if !touched && a == d.seen && !othersBusy() {
+		if !touched && a == d.seen {
+			// Nothing since the last settle could have woken a
+			// goroutine: the step only moved a frame between devices
+			// (most steps of a walk), and the last settle left every
+			// goroutine it woke at rest.
 			return
 		}
 		for quiet, rounds := 0, 0; quiet < d.quietRounds() && rounds < maxSettleRounds; rounds++ {
 			d.mu.Unlock()
 			runtime.Gosched()
 			d.mu.Lock()
-			if b := d.activity.Load(); b != a || othersBusy() {
+			if b := d.activity.Load(); b != a || othersReady() {
 				a, quiet = b, 0
 			} else {
 				quiet++
@@ -149,7 +147,7 @@ func (d *driver) idleCheck() bool {
 		runtime.Gosched()
 		time.Sleep(200 * time.Microsecond)
 		metrics.Read(sched)
-		if sched[0].Value.Uint64() <= 1 && sched[1].Value.Uint64() == 0 {
+		if sched[0].Value.Uint64() == 0 && sched[1].Value.Uint64() <= 1 {
 			quiet++
 		} else {
 			quiet = 0
@@ -162,28 +160,26 @@ func (d *driver) idleCheck() bool {
 	return false
 }
 
-// parallelCheck is the look before the clock moves on when goroutines can
-// run in parallel (GOMAXPROCS > 1): it waits, for at most 2 ms of
-// wall-clock time, until the scheduler shows no goroutine but the caller running or
-// ready three times in a row, releasing the world lock between looks so a
-// goroutine spinning for it gets in. It reports whether anything moved.
+// parallelCheck is the look before the clock moves on by a short step
+// when goroutines can run in parallel (GOMAXPROCS > 1): it yields, with
+// the world lock released so a goroutine waiting for it gets in, until
+// three rounds in a row show no goroutine ready and nothing entering a
+// netstack call (at most 100 rounds, microseconds). It reports whether
+// anything moved.
 func (d *driver) parallelCheck() bool {
 	a := d.activity.Load()
-	until := time.Now().Add(2 * time.Millisecond)
-	for quiet := 0; quiet < 3 && time.Now().Before(until); {
+	for quiet, rounds := 0, 0; quiet < 3 && rounds < 100; rounds++ {
 		d.mu.Unlock()
-		metrics.Read(sched)
-		if sched[1].Value.Uint64() > 0 {
-			runtime.Gosched()
-			quiet = 0
-		} else if sched[0].Value.Uint64() > 1 {
-			quiet = 0
-		} else {
-			quiet++
-		}
+		runtime.Gosched()
+		ready := othersReady()
 		d.mu.Lock()
 		if d.activity.Load() != a || d.anyDirty() {
 			return true
+		}
+		if ready {
+			quiet = 0
+		} else {
+			quiet++
 		}
 	}
 	return false
@@ -276,16 +272,9 @@ func (d *driver) release() {
 // and the idle error is returned; without onIdle the idle error is
 // returned at once and f stays blocked. Called without d.mu.
 func (d *driver) do(f func(), onIdle func()) error {
-	done := make(chan struct{})
-	var finished atomic.Bool
-	go func() {
-		defer func() {
-			finished.Store(true)
-			d.activity.Add(1)
-			close(done)
-		}()
-		f()
-	}()
+	j := &job{f: f, d: d, done: make(chan struct{})}
+	startJob(j)
+	done, finished := j.done, &j.finished
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var idle error
@@ -341,4 +330,61 @@ func (d *driver) lock() {
 func (d *driver) unlock() {
 	d.mu.Unlock()
 	d.activity.Add(1)
+}
+
+// job is one function do runs on a worker goroutine.
+type job struct {
+	f        func()
+	d        *driver
+	finished atomic.Bool
+	done     chan struct{} // closed when f has returned
+}
+
+func (j *job) run() {
+	defer func() {
+		j.finished.Store(true)
+		j.d.activity.Add(1)
+		close(j.done)
+	}()
+	j.f()
+}
+
+// workers keeps goroutines that ran a job parked for the next one, so a
+// call does not pay for a new goroutine and for growing its stack again
+// (net/http's RoundTrip runs deep). At most maxIdleWorkers wait; the rest
+// end.
+var workers struct {
+	mu   sync.Mutex
+	idle []chan *job
+}
+
+const maxIdleWorkers = 16
+
+// startJob runs j on an idle worker, or on a new one.
+func startJob(j *job) {
+	workers.mu.Lock()
+	if n := len(workers.idle); n > 0 {
+		ch := workers.idle[n-1]
+		workers.idle = workers.idle[:n-1]
+		workers.mu.Unlock()
+		ch <- j
+		return
+	}
+	workers.mu.Unlock()
+	ch := make(chan *job, 1)
+	ch <- j
+	go worker(ch)
+}
+
+func worker(ch chan *job) {
+	for j := range ch {
+		j.run()
+		workers.mu.Lock()
+		if len(workers.idle) >= maxIdleWorkers {
+			workers.mu.Unlock()
+			return
+		}
+		workers.idle = append(workers.idle, ch)
+		workers.mu.Unlock()
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	randv2 "math/rand/v2"
 	"net/netip"
+	"runtime"
 
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/route"
@@ -75,7 +76,7 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 	s := &Stack{d: d, ns: ns, nics: map[*datapath.Device]*link{}, byAddr: map[[4]byte]*link{}}
 	s.st = stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
-		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{newTCP, udp.NewProtocol},
 		Clock:              &clock{d: d},
 		RandSource:         rand.NewSource(int64(seed)),
 		SecureRNG:          rng,
@@ -95,6 +96,18 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 	d.stacks = append(d.stacks, s)
 	ns.SetSocketOwner(&owner{s: s})
 	return s, nil
+}
+
+// newTCP is tcp.NewProtocol with one segment processor. gVisor starts one
+// processor goroutine per GOMAXPROCS at creation and spreads endpoints
+// over them by a hash of their addresses; with one, a stack handles its
+// segments in the order they were delivered whatever GOMAXPROCS is, and a
+// barrier has one goroutine to resume and park. GOMAXPROCS is set to one
+// for the call (two stops of the world, at Attach only) and put back.
+func newTCP(s *stack.Stack) stack.TransportProtocol {
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	return tcp.NewProtocol(s)
 }
 
 // AttachPod is Attach for a pod's namespace.
