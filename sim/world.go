@@ -5,6 +5,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 )
@@ -15,7 +17,41 @@ import (
 type World struct {
 	*datapath.Engine
 	Seed uint64
+
+	runner Runner
 }
+
+// Runner runs a world's events in place of its engine, for a component
+// that has work of its own to finish after each event: sim/netstack brings
+// its gVisor stacks and their goroutines to rest after every event.
+type Runner interface {
+	// RunUntil has datapath.Engine.RunUntil's contract: run the events
+	// due at or before until (until < 0: until only background events
+	// are queued), then set the clock to until if it is later.
+	RunUntil(until time.Duration) error
+}
+
+// SetRunner makes Run, RunUntil and Advance (and so Cluster.Settle and
+// RunFor) go through r.
+func (w *World) SetRunner(r Runner) { w.runner = r }
+
+// Run processes events until no foreground event is queued, as
+// datapath.Engine.Run, through the world's Runner when one is set.
+func (w *World) Run() error { return w.RunUntil(-1) }
+
+// RunUntil processes the events due at or before until (until < 0: all
+// foreground work), as datapath.Engine.RunUntil, through the world's
+// Runner when one is set.
+func (w *World) RunUntil(until time.Duration) error {
+	if w.runner != nil {
+		return w.runner.RunUntil(until)
+	}
+	return w.Engine.RunUntil(until)
+}
+
+// Advance moves the clock forward by d, running everything due on the way,
+// as datapath.Engine.Advance, through the world's Runner when one is set.
+func (w *World) Advance(d time.Duration) error { return w.RunUntil(w.Now() + d) }
 
 // NewWorld returns a world whose random source is seeded with seed.
 func NewWorld(seed uint64) *World {

@@ -51,9 +51,14 @@
 // listener's Accept and the connections it returns, ListenPacket sockets,
 // the Transport's own connections) only wait for whoever drives, so a
 // server runs on its own goroutine (ServeHTTP does that) and never moves
-// the world by itself. Do drives for an arbitrary function; Advance drives
-// for a stretch of virtual time. With stacks attached, use Advance rather
-// than World.Run or World.Advance, which do not wait for the stacks.
+// the world by itself. Do drives for an arbitrary function. Attaching a
+// stack makes the world's Run, RunUntil and Advance drive the same way
+// (sim.World.SetRunner), so Cluster.Settle runs until only background work
+// is left with every stack and every goroutine it woke at rest after each
+// event, and Cluster.RunFor lets a connection sit idle for a day with its
+// keepalives answered. They return an error when called while another call
+// drives the world (from a server's goroutine during a GET, say); calling
+// the engine directly (World.Engine.Run) bypasses the stacks.
 //
 // A blocked call returns with the errors of the net package: "connect:
 // connection refused" (syscall.ECONNREFUSED), "connect: no route to host"

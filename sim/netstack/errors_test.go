@@ -5,10 +5,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/sim/netstack"
 	"github.com/stretchr/testify/require"
 )
@@ -126,4 +128,42 @@ func TestWgetErrors(t *testing.T) {
 		require.Equal(t, tc.stderr, errOut)
 	}
 	require.True(t, errors.Is(&netstack.IdleError{}, os.ErrDeadlineExceeded))
+}
+
+// TestSettleDrivesStacks: Cluster.Settle runs the stacks and the
+// goroutines they wake after every event, as a blocked netstack call does:
+// the client's stack answers the server's data and FIN during Settle.
+func TestSettleDrivesStacks(t *testing.T) {
+	w := newWeb(t, 1)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer c.Close()
+	tr := &trace.Trace{}
+	w.client.Trace = tr
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		s, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s.Write([]byte("hello"))
+		s.Close()
+	}()
+	require.NoError(t, w.Settle())
+	select {
+	case <-served:
+	default:
+		t.Fatal("the server goroutine was not run by Settle")
+	}
+	acks := tr.Find(func(o *trace.Observation) bool {
+		return o.Netns == "net/client" && o.Stage == "route" && strings.Contains(o.Summary, "Flags [.]")
+	})
+	require.NotEmpty(t, acks, "the client's stack ACKed the server's data and FIN during Settle")
+	b, err := io.ReadAll(c)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(b))
 }

@@ -1,29 +1,60 @@
 package netstack
 
 import (
+	"errors"
 	"time"
 
 	"github.com/kubewalk/kubewalk/sim"
 )
 
-// Advance drives the world for d of virtual time, as World.Advance does,
-// but with the stacks' goroutines brought to rest after every event: use
-// it instead of World.Run or World.Advance when stacks are attached (to let
-// a connection sit idle for a day, say). It must not be called while
-// another call drives the world.
-func Advance(w *sim.World, d time.Duration) error {
-	dr := driverFor(w.Engine)
-	dr.mu.Lock()
-	defer dr.mu.Unlock()
-	if dr.driving {
-		return &Error{Op: "advance", Msg: "the world is being driven by another call"}
+// Advance drives the world for d of virtual time with the stacks' goroutines
+// brought to rest after every event (to let a connection sit idle for a
+// day, say). It is World.Advance: attaching a stack makes the world's Run,
+// Advance and RunUntil (and Cluster.Settle and RunFor) drive this way. It
+// must not be called while another call drives the world.
+func Advance(w *sim.World, d time.Duration) error { return w.Advance(d) }
+
+// RunUntil implements sim.Runner for the world whose stacks d drives: the
+// events due at or before until run with the stacks and the goroutines
+// they wake brought to rest after each one, as blocked netstack calls
+// drive; until < 0 runs until only background events are queued (what
+// Cluster.Settle waits for), which a world whose applications still wait
+// on one another reaches when nothing left can answer them.
+func (d *driver) RunUntil(until time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.driving {
+		return &Error{Op: "run", Msg: "the world is being driven by another call"}
 	}
+	d.driving = true
+	defer d.release()
+	if until < 0 {
+		err := d.driveLocked(func() bool { return false })
+		var idle *IdleError
+		if errors.As(err, &idle) {
+			return nil
+		}
+		return err
+	}
+	if until < d.e.Now() {
+		return nil
+	}
+	// A foreground timer at until keeps the world from idling before it;
+	// once it fired, what else is due at until runs too.
 	reached := false
-	t := &vtimer{d: dr, f: func() { reached = true }}
-	t.Reset(d)
-	dr.driving = true
-	err := dr.driveLocked(func() bool { return reached })
-	dr.release()
+	t := &vtimer{d: d, f: func() { reached = true }}
+	t.Reset(until - d.e.Now())
+	err := d.driveLocked(func() bool {
+		if !reached {
+			return false
+		}
+		next, ok := d.e.NextAt()
+		return !ok || next > until
+	})
+	var idle *IdleError
+	if reached && errors.As(err, &idle) {
+		return nil
+	}
 	return err
 }
 

@@ -67,6 +67,7 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 		return nil, &Error{Op: "attach", Netns: ns.Name, Msg: "namespace's sockets are owned by " + ns.SocketOwner().Name()}
 	}
 	d := driverFor(w.Engine)
+	w.SetRunner(d)
 	d.lock()
 	defer d.unlock()
 	h := fnv.New64a()

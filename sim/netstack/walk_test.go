@@ -307,7 +307,7 @@ func TestConntrackExpiryVersusKeepalive(t *testing.T) {
 			}
 			require.Greater(t, entry(), time.Duration(0))
 			idle := w.W1.Conntrack.Timeouts().TCPEstablished + time.Hour
-			require.NoError(t, netstack.Advance(w.World, idle))
+			require.NoError(t, w.RunFor(idle), "Cluster.RunFor drives the stacks: the keepalive probes are answered")
 			if !keepalive {
 				require.Zero(t, entry(), "idle past nf_conntrack_tcp_timeout_established: the entry is gone")
 				return
