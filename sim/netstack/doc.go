@@ -33,13 +33,29 @@
 //
 // Every gVisor timer (retransmission, delayed ACK, keepalive, TIME-WAIT,
 // SYN retries) is an event on the world's queue, fired in (time, sequence)
-// order on the event loop; net.Conn deadlines, Transport.Timeout and
-// busybox wget's -T are on the world's clock too. A test that waits out a
-// 127-second SYN timeout or a day of idle connection takes milliseconds. A
-// deadline passed as a time.Time is read relative to the wall clock when it
-// is set, rounded up to the millisecond. http.Client.Timeout and
-// context deadlines set long before use count wall-clock time: use
-// Transport.Timeout.
+// order on the event loop; net.Conn deadlines (and so http.Server's
+// ReadTimeout, WriteTimeout and IdleTimeout), a DialContext context's
+// deadline, Transport.Timeout (the Timeout of HTTPClient), an
+// http.Client's Timeout around a Transport of this package, a request
+// context's deadline, and busybox wget's -T are on the world's clock too. A
+// test that waits out a 127-second SYN timeout, a 30-second client timeout
+// or a day of idle connection takes milliseconds. The errors are net/http's
+// and net's: "context deadline exceeded (Client.Timeout exceeded while
+// awaiting headers)", "... (Client.Timeout or context cancellation while
+// reading body)", "dial tcp ...: i/o timeout".
+//
+// A deadline passed as a time.Time (SetDeadline, context.WithTimeout,
+// Client.Timeout) is read relative to the wall clock when the call starts
+// (Dial, RoundTrip, SetDeadline), rounded up to the millisecond, and runs
+// in virtual time from there: a context made by context.WithTimeout and
+// used after the world advanced an hour still has its whole duration.
+// WithTimeout makes a context whose deadline is fixed in virtual time
+// when it is made. What stays on the wall clock: the timer http.Client
+// arms for its own Timeout (it fires only if the exchange takes that long
+// in wall-clock time, which a simulated exchange does not), and the timers
+// of an http.Transport built by hand around Stack.DialContext
+// (ResponseHeaderTimeout, ExpectContinueTimeout, IdleConnTimeout, its
+// context handling), whose dials alone are virtual.
 //
 // # Who runs the world
 //

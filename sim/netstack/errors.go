@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"context"
 	"net"
 	"os"
 	"syscall"
@@ -90,6 +91,26 @@ func errno(err tcpip.Error) error {
 	}
 	return &Error{Op: "socket", Msg: err.String()}
 }
+
+// mapCtxErr turns a context's error into the net package's, as its
+// mapErr does: a deadline is an i/o timeout (os.ErrDeadlineExceeded), a
+// cancellation "operation was canceled".
+func mapCtxErr(err error) error {
+	switch err {
+	case context.DeadlineExceeded:
+		return os.ErrDeadlineExceeded
+	case context.Canceled:
+		return errCanceled{}
+	}
+	return err
+}
+
+// errCanceled is the net package's error for a dial whose context was
+// cancelled; errors.Is(err, context.Canceled) holds.
+type errCanceled struct{}
+
+func (errCanceled) Error() string        { return "operation was canceled" }
+func (errCanceled) Is(target error) bool { return target == context.Canceled }
 
 // opError wraps err as the net package does: "dial tcp 10.96.0.1:80:
 // connect: connection refused".

@@ -15,12 +15,19 @@ import (
 // goroutine and drives the world on the caller's until it returns; reads
 // of the response body drive it the same way. Keep-alive connections are
 // reused across requests as usual.
+//
+// Timeouts are on the world's clock: Timeout, an http.Client's Timeout
+// around this Transport, and a request context's deadline. A deadline
+// given as a time.Time (what Client.Timeout and context.WithTimeout set)
+// is read relative to the wall clock when RoundTrip starts, and runs in
+// virtual time from there (see WithTimeout for a deadline fixed in virtual
+// time when the context is made).
 type Transport struct {
 	s     *Stack
 	inner *http.Transport
-	// Timeout bounds each request, from dial to the end of the response
-	// headers, in virtual time (http.Client.Timeout would count wall-clock
-	// time, which a simulated request barely takes). Zero: no limit.
+	// Timeout bounds each exchange in virtual time as http.Client.Timeout
+	// does in wall-clock time: dial, request, response headers and
+	// reading the body. Zero: no limit.
 	Timeout time.Duration
 }
 
@@ -41,7 +48,8 @@ func (s *Stack) Transport() *Transport {
 }
 
 // HTTPClient returns an http.Client whose requests leave from the stack,
-// with timeout (virtual time; 0 for none) as the Transport's Timeout.
+// with timeout (virtual time; 0 for none) as the Transport's Timeout: it
+// acts as Client.Timeout does, on the world's clock.
 func (s *Stack) HTTPClient(timeout time.Duration) *http.Client {
 	t := s.Transport()
 	t.Timeout = timeout
@@ -57,82 +65,140 @@ func (t *Transport) CloseIdleConnections() {
 	_ = t.s.d.do(t.inner.CloseIdleConnections, nil)
 }
 
-// timeoutError is the error of a request that ran out of its Timeout, in
-// the words http.Client uses for its own Timeout.
-type timeoutError struct{ err error }
+// timeoutError is net/http's error for a request that ran out of its
+// Client.Timeout: a timeout (net.Error) that is context.DeadlineExceeded
+// for errors.Is.
+type timeoutError struct{ err string }
 
-func (e *timeoutError) Error() string {
-	return "net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+func (e *timeoutError) Error() string     { return e.err }
+func (e *timeoutError) Timeout() bool     { return true }
+func (e *timeoutError) Temporary() bool   { return true }
+func (e *timeoutError) Is(err error) bool { return err == context.DeadlineExceeded }
+
+// Where an exchange's virtual deadline comes from, which decides the words
+// of its error.
+const (
+	fromClient  = iota + 1 // Transport.Timeout, or an http.Client's Timeout
+	fromContext            // the request context's own deadline
+)
+
+// exchange is one RoundTrip's virtual deadline, armed until the body is
+// read to its end or closed.
+type exchange struct {
+	d        *driver
+	cancel   context.CancelCauseFunc
+	tm       *vtimer
+	from     int
+	timedOut bool // under d.mu
 }
-func (e *timeoutError) Timeout() bool   { return true }
-func (e *timeoutError) Temporary() bool { return true }
-func (e *timeoutError) Unwrap() error   { return e.err }
+
+func (x *exchange) expired() bool {
+	x.d.lock()
+	defer x.d.unlock()
+	return x.timedOut
+}
+
+// stop disarms the deadline and releases the request's context.
+func (x *exchange) stop() {
+	if x.tm != nil {
+		x.d.lock()
+		x.tm.Stop()
+		x.d.unlock()
+	}
+	x.cancel(nil)
+}
+
+// timeout is the error of an exchange whose deadline passed, in net/http's
+// words: what http.Client returns for its Timeout (while awaiting headers
+// or while reading the body), or the context's error.
+func (x *exchange) timeout(err error, while string) error {
+	if x.from == fromContext {
+		if err != nil && errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return context.DeadlineExceeded
+	}
+	if while == "headers" {
+		return &timeoutError{"context deadline exceeded (Client.Timeout exceeded while awaiting headers)"}
+	}
+	return &timeoutError{err.Error() + " (Client.Timeout or context cancellation while reading body)"}
+}
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	d := t.s.d
-	ctx, cancel := context.WithCancel(req.Context())
-	var timedOut bool
-	var tm *vtimer
+	ctx, cancel := context.WithCancelCause(req.Context())
+	x := &exchange{d: d, cancel: cancel}
+	in := time.Duration(-1)
 	if t.Timeout > 0 {
+		in, x.from = t.Timeout, fromClient
+	}
+	if dl, ok := req.Context().Deadline(); ok {
+		if v := untilVirtual(dl); in < 0 || v < in {
+			in, x.from = max(v, 0), fromContext
+			// http.Client puts its Timeout in the request's context and,
+			// for a RoundTripper it does not know, sets Cancel too.
+			if req.Cancel != nil {
+				x.from = fromClient
+			}
+		}
+	}
+	if in >= 0 {
 		d.lock()
-		tm = &vtimer{d: d, f: func() { timedOut = true; cancel() }}
-		tm.Reset(t.Timeout)
+		x.tm = &vtimer{d: d, f: func() { x.timedOut = true; cancel(context.DeadlineExceeded) }}
+		x.tm.Reset(in)
 		d.unlock()
 	}
 	var resp *http.Response
 	var err error
-	idle := d.do(func() { resp, err = t.inner.RoundTrip(req.WithContext(ctx)) }, cancel)
-	d.lock()
-	if tm != nil {
-		tm.Stop()
-	}
-	to := timedOut
-	d.unlock()
+	idle := d.do(func() { resp, err = t.inner.RoundTrip(req.WithContext(ctx)) }, func() { cancel(nil) })
 	switch {
-	case to:
+	case (err != nil || idle != nil) && x.expired():
 		if resp != nil {
 			resp.Body.Close()
 		}
-		cancel()
-		return nil, &timeoutError{err: err}
+		x.stop()
+		return nil, x.timeout(err, "headers")
 	case idle != nil:
 		if resp != nil {
 			resp.Body.Close()
 		}
-		cancel()
+		x.stop()
 		return nil, idle
 	case err != nil:
-		cancel()
+		x.stop()
 		return nil, err
 	}
-	resp.Body = &body{d: d, rc: resp.Body, cancel: cancel}
+	resp.Body = &body{d: d, rc: resp.Body, x: x}
 	return resp, nil
 }
 
 // body is a response body whose reads drive the world.
 type body struct {
-	d      *driver
-	rc     io.ReadCloser
-	cancel context.CancelFunc
+	d  *driver
+	rc io.ReadCloser
+	x  *exchange
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	var n int
 	var err error
-	if idle := b.d.do(func() { n, err = b.rc.Read(p) }, b.cancel); idle != nil {
+	if idle := b.d.do(func() { n, err = b.rc.Read(p) }, func() { b.x.cancel(nil) }); idle != nil {
 		return n, idle
 	}
 	if err != nil {
-		b.cancel()
+		if err != io.EOF && b.x.expired() {
+			err = b.x.timeout(err, "body")
+		}
+		b.x.stop()
 	}
 	return n, err
 }
 
 func (b *body) Close() error {
 	var err error
-	_ = b.d.do(func() { err = b.rc.Close() }, b.cancel)
-	b.cancel()
+	_ = b.d.do(func() { err = b.rc.Close() }, func() { b.x.cancel(nil) })
+	b.x.stop()
 	return err
 }
 

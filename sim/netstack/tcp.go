@@ -423,7 +423,7 @@ func (s *Stack) dialTCP(ctx context.Context, network, address string, fg bool) (
 		if werr != nil {
 			ep.Close()
 			if werr == errWaitClosed {
-				return nil, opError("dial", network, "", nil, raddr, ctx.Err())
+				return nil, opError("dial", network, "", nil, raddr, mapCtxErr(ctx.Err()))
 			}
 			return nil, opError("dial", network, "", nil, raddr, werr)
 		}
