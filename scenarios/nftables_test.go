@@ -20,7 +20,7 @@ func TestNFTablesListing(t *testing.T) {
 	out, ok := f.W1.NFTables.ListTable("ip", "kube-proxy")
 	require.True(t, ok)
 	golden.Check(t, "nftables-flows-cka-w1.list", out)
-	assert.Nil(t, f.W1.ProxyRules, "no iptables rules in nftables mode")
+	assert.Nil(t, f.W1.ProxyRules(), "no iptables rules in nftables mode")
 	assert.Nil(t, f.W1.Netfilter.Table("nat").Chain("KUBE-SERVICES"))
 }
 

@@ -29,7 +29,7 @@ func TestSCTPServiceWalk(t *testing.T) {
 		Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolSCTP, Port: 38680, TargetPort: kubeproxy.FromInt(3868)}}}})
 	require.NoError(t, err)
 	for _, n := range r.Nodes() {
-		require.Contains(t, n.ProxyRules.SaveNAT(), "-p sctp -m comment --comment \"tel/dia cluster IP\" -m sctp --dport 38680", n.Name)
+		require.Contains(t, n.ProxyRules().SaveNAT(), "-p sctp -m comment --comment \"tel/dia cluster IP\" -m sctp --dport 38680", n.Name)
 		require.Contains(t, n.Netfilter.Save(netfilter.SaveOptions{}), "-m sctp --dport 38680", n.Name)
 	}
 	// The TCP Service on the same nodes kept its rules.

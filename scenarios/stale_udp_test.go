@@ -33,7 +33,7 @@ func TestStaleUDPConntrackCleared(t *testing.T) {
 	require.NoError(t, f.DeletePod("net", "web-2"))
 	require.NotContains(t, f.W1.Conntrack.Dump(), "src=10.244.2.2", "kube-proxy cleared the stale UDP entry")
 	for _, n := range f.Nodes() {
-		require.NotContains(t, n.ProxyRules.SaveNAT(), "10.244.2.2:5353", n.Name)
+		require.NotContains(t, n.ProxyRules().SaveNAT(), "10.244.2.2:5353", n.Name)
 	}
 	send()
 	require.Equal(t, 1, f.Web1.Netns.UDPSocket(5353).Received, "the same flow now reaches the remaining endpoint")

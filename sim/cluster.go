@@ -106,6 +106,11 @@ type Cluster struct {
 	snapGen    uint64             // bumped by every Service or EndpointSlice event
 	snapAt     uint64
 	snapValid  bool
+	// proxyShare is kube-proxy's rules generated and compiled once for
+	// the nodes syncing the latest snapshot generation; staleUDP the stale
+	// UDP flows between two generations.
+	proxyShare *proxyShare
+	staleUDP   map[[2]uint64][]kubeproxy.StaleUDPFlow
 	stopping   map[string]time.Duration // pod key → when its containers have stopped
 	podErrs    map[string]error         // pod key → why the kubelet could not start it
 	externals  []*Host
@@ -240,9 +245,11 @@ type Node struct {
 	Annotations map[string]string
 	// Conditions such as NetworkUnavailable; Ready when none is set.
 	NetworkUnavailable bool
-	// ProxyRules are the rules kube-proxy generated at its last sync in
-	// iptables mode (nil in the other modes).
-	ProxyRules *kubeproxy.Rules
+	// proxyRules are the rules kube-proxy generated at its last sync in
+	// iptables mode (ProxyRules), or proxyRulesGen generates them when
+	// asked (the node loaded rules compiled once for many nodes).
+	proxyRules    *kubeproxy.Rules
+	proxyRulesGen func() *kubeproxy.Rules
 	// Proxier is the node's kube-proxy in the cluster's ProxyMode.
 	Proxier kubeproxy.Proxier
 	// NFTRules is what kube-proxy wrote at its last sync in nftables mode
@@ -268,6 +275,21 @@ type Node struct {
 
 // Pods returns the node's pods in creation order.
 func (n *Node) Pods() []*Pod { return n.pods }
+
+// ProxyRules returns the rules kube-proxy generated at its last sync in
+// iptables mode (nil in the other modes, or before its first sync).
+func (n *Node) ProxyRules() *kubeproxy.Rules {
+	if n.proxyRules == nil && n.proxyRulesGen != nil {
+		n.proxyRules, n.proxyRulesGen = n.proxyRulesGen(), nil
+	}
+	return n.proxyRules
+}
+
+// setProxyRules records kube-proxy's last rules: r, or gen to generate
+// them when asked (both nil: none).
+func (n *Node) setProxyRules(r *kubeproxy.Rules, gen func() *kubeproxy.Rules) {
+	n.proxyRules, n.proxyRulesGen = r, gen
+}
 
 // SetPodCIDR changes spec.podCIDR, which the API server forbids once set.
 func (n *Node) SetPodCIDR(p netip.Prefix) error {

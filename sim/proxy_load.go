@@ -33,8 +33,10 @@ type iptablesProxier struct {
 	c *Cluster
 	n *Node
 	// last is the snapshot of the last successful sync, against which the
-	// next one finds stale UDP flows.
-	last kubeproxy.Snapshot
+	// next one finds stale UDP flows; lastGen is its generation (0 when
+	// unknown).
+	last    kubeproxy.Snapshot
+	lastGen uint64
 }
 
 var _ kubeproxy.Proxier = (*iptablesProxier)(nil)
@@ -44,9 +46,30 @@ func (p *iptablesProxier) Mode() kubeproxy.Mode { return kubeproxy.ModeIPTables 
 
 // Sync implements kubeproxy.Proxier: generate the rules, load them with
 // iptables-restore semantics, clear stale UDP conntrack entries.
+//
+// Every node's kube-proxy writes the same text when the rules do not
+// depend on the node (kubeproxy.NodeIndependent): then the text is
+// generated and compiled once for all the nodes on the same previous
+// rules (proxyShare), and each node loads the compiled rulesets
+// (netfilter.RestoreShared, the same as restoring the text), keeping its
+// own counters and chains.
 func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	n := p.n
 	cfg := p.c.ProxyConfig(n)
+	gen, current := p.c.snapshotGen(snap)
+	if current && shareProxyRules && kubeproxy.NodeIndependent(cfg, snap) {
+		if rules, sets := p.c.sharedProxyRules(cfg, snap, gen, n); rules != nil {
+			if err := loadSharedProxyRules(n, rules, sets); err != nil {
+				return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
+			}
+			n.setProxyRules(nil, func() *kubeproxy.Rules {
+				r, _ := kubeproxy.Generate(cfg, snap) // generated without error for another node
+				return r
+			})
+			p.clearStale(cfg, snap, gen)
+			return nil
+		}
+	}
 	rules, err := kubeproxy.Generate(cfg, snap)
 	if err != nil {
 		return err
@@ -54,12 +77,117 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	if err := loadProxyRules(n, rules); err != nil {
 		return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 	}
-	n.ProxyRules = rules
-	// Both snapshots generated without error (this sync and the last):
-	// do not generate them again.
-	clearStaleUDP(n, kubeproxy.StaleUDPFlowsAfterSync(cfg, p.last, snap))
-	p.last = snap
+	n.setProxyRules(rules, nil)
+	if !current {
+		gen = 0
+	}
+	p.clearStale(cfg, snap, gen)
 	return nil
+}
+
+// shareProxyRules turns the compiled rulesets shared between nodes on (a
+// variable so that a test can build the same cluster restoring text).
+var shareProxyRules = true
+
+// clearStale clears the UDP flows stale since the last sync, and makes snap
+// the last. Both snapshots generated without error (the last sync and this
+// one): they are not generated again. The flows do not depend on the node:
+// one list per pair of snapshot generations serves every node.
+func (p *iptablesProxier) clearStale(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64) {
+	var stale []kubeproxy.StaleUDPFlow
+	if key := [2]uint64{p.lastGen, gen}; p.lastGen != 0 && gen != 0 {
+		var ok bool
+		if stale, ok = p.c.staleUDP[key]; !ok {
+			stale = kubeproxy.StaleUDPFlowsAfterSync(cfg, p.last, snap)
+			if p.c.staleUDP == nil || len(p.c.staleUDP) > 8 {
+				p.c.staleUDP = map[[2]uint64][]kubeproxy.StaleUDPFlow{}
+			}
+			p.c.staleUDP[key] = stale
+		}
+	} else {
+		stale = kubeproxy.StaleUDPFlowsAfterSync(cfg, p.last, snap)
+	}
+	clearStaleUDP(p.n, stale)
+	p.last, p.lastGen = snap, gen
+}
+
+// proxyShare is kube-proxy's rules for one snapshot generation, generated
+// once and compiled once for every node whose tables the rulesets serve
+// (netfilter.Shared.Covers): a ruleset compiled onto no previous one
+// serves every node whose previous kube-proxy chains the new rules all
+// declare; a node holding chains they leave out (a Service deleted since)
+// gets one compiled onto its previous ruleset, shared with the nodes on
+// the same one.
+type proxyShare struct {
+	gen         uint64
+	rules       *kubeproxy.Rules
+	input       [2]string // filter, nat
+	fresh       [2]*netfilter.Shared
+	after       [2]map[*netfilter.Shared]*netfilter.Shared
+	unshareable bool
+}
+
+var proxyTables = [2]string{"filter", "nat"}
+
+// sharedProxyRules returns the compiled filter and nat rules of snapshot
+// generation gen for node n's tables, or nil if they cannot be shared
+// (the node then generates and restores its own, with the errors that
+// gives).
+func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
+	sh := c.proxyShare
+	if sh == nil || sh.gen != gen {
+		// The rulesets of older generations are not asked for again:
+		// let them go.
+		sh = &proxyShare{gen: gen}
+		c.proxyShare = sh
+		rules, err := kubeproxy.Generate(cfg, snap)
+		if err != nil {
+			sh.unshareable = true
+		} else {
+			sh.rules = rules
+			for i, t := range proxyTables {
+				sh.input[i] = rules.RestoreInputTable(t)
+				s, err := netfilter.CompileShared(t, nil, sh.input[i])
+				if err != nil {
+					sh.unshareable = true
+					break
+				}
+				sh.fresh[i], sh.after[i] = s, map[*netfilter.Shared]*netfilter.Shared{}
+			}
+		}
+	}
+	var out [2]*netfilter.Shared
+	if sh.unshareable {
+		return nil, out
+	}
+	for i, t := range proxyTables {
+		prev := n.Netfilter.Table(t).Shared()
+		if sh.fresh[i].Covers(prev) {
+			out[i] = sh.fresh[i]
+			continue
+		}
+		s, ok := sh.after[i][prev]
+		if !ok {
+			var err error
+			if s, err = netfilter.CompileShared(t, prev, sh.input[i]); err != nil {
+				s = nil
+			}
+			sh.after[i][prev] = s
+		}
+		if s == nil {
+			return nil, out
+		}
+		out[i] = s
+	}
+	return sh.rules, out
+}
+
+// loadSharedProxyRules is loadProxyRules with the compiled rulesets.
+func loadSharedProxyRules(n *Node, rules *kubeproxy.Rules, sets [2]*netfilter.Shared) error {
+	if err := ensureProxyJumps(n, rules); err != nil {
+		return err
+	}
+	return n.Netfilter.RestoreShared(sets[0], sets[1])
 }
 
 // loadProxyRules does what kube-proxy's iptables proxier does at each full
@@ -67,6 +195,15 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 // at the top of the built-in chains (iptables -C, else -I), then load its
 // chains with `iptables-restore --noflush --counters`.
 func loadProxyRules(n *Node, rules *kubeproxy.Rules) error {
+	if err := ensureProxyJumps(n, rules); err != nil {
+		return err
+	}
+	return n.Netfilter.Restore(rules.RestoreInput(), netfilter.RestoreOptions{Noflush: true, Counters: true})
+}
+
+// ensureProxyJumps creates the chains kube-proxy's jump rules target and
+// ensures the jump rules.
+func ensureProxyJumps(n *Node, rules *kubeproxy.Rules) error {
 	nf := n.Netfilter
 	ensured := rules.EnsuredChains()
 	for _, table := range []string{"mangle", "filter", "nat"} {
@@ -89,7 +226,7 @@ func loadProxyRules(n *Node, rules *kubeproxy.Rules) error {
 			}
 		}
 	}
-	return nf.Restore(rules.RestoreInput(), netfilter.RestoreOptions{Noflush: true, Counters: true})
+	return nil
 }
 
 // clearStaleUDP deletes the conntrack entries kube-proxy deletes after an

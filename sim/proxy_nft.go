@@ -74,7 +74,7 @@ func (p *nftablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		}
 	}
 	n.NFTRules = rules
-	n.ProxyRules = nil
+	n.setProxyRules(nil, nil)
 	clearStaleUDP(n, kubeproxy.StaleUDPFlowsAfterSync(cfg, p.last, snap))
 	p.last = snap
 	return nil

@@ -46,7 +46,7 @@ func cleanupLeftovers(n *Node, mode kubeproxy.Mode) error {
 	if mode == kubeproxy.ModeNFTables {
 		// iptables.CleanupLeftovers: unlink kube-proxy's chains from the
 		// built-in ones, then flush and delete them.
-		if r := n.ProxyRules; r != nil {
+		if r := n.ProxyRules(); r != nil {
 			for _, j := range r.JumpRules() {
 				if ok, _ := n.Netfilter.Check(j.Table, j.Chain, j.Args...); ok {
 					if err := n.Netfilter.Exec(j.Table, append([]string{"-D", j.Chain}, j.Args...)...); err != nil {
@@ -73,7 +73,7 @@ func cleanupLeftovers(n *Node, mode kubeproxy.Mode) error {
 				}
 			}
 		}
-		n.ProxyRules = nil
+		n.setProxyRules(nil, nil)
 		return nil
 	}
 	// nftables.CleanupLeftovers: delete the whole table.

@@ -177,6 +177,20 @@ func (c *Cluster) snapshot() kubeproxy.Snapshot {
 	return c.snap
 }
 
+// snapshotGen returns the generation of snap if it is the cluster's
+// current kube-proxy snapshot (the one snapshot() returns).
+func (c *Cluster) snapshotGen(snap kubeproxy.Snapshot) (uint64, bool) {
+	if !c.snapValid || c.snapAt != c.snapGen || len(snap.Services) != len(c.snap.Services) ||
+		len(snap.EndpointSlices) != len(c.snap.EndpointSlices) || len(snap.Services) == 0 {
+		return 0, false
+	}
+	if &snap.Services[0] != &c.snap.Services[0] ||
+		(len(snap.EndpointSlices) > 0 && &snap.EndpointSlices[0] != &c.snap.EndpointSlices[0]) {
+		return 0, false
+	}
+	return c.snapAt + 1, true // +1: 0 means unknown
+}
+
 // syncNode is node n's kube-proxy syncing snap. A node that fails keeps
 // its previous rules and does not stop the others.
 func (c *Cluster) syncNode(n *Node, snap kubeproxy.Snapshot) error {

@@ -22,6 +22,9 @@
 package netfilter
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/ipset"
@@ -97,6 +100,11 @@ type Chain struct {
 	// ctr holds rules[i]'s counters at ctr[i]; nil while every one is zero
 	// (most of kube-proxy's chains never see a packet).
 	ctr []counter
+	// shared is the ruleset a chain of a Shared ruleset belongs to (its
+	// counters are then in each namespace's view of it); view is, for a
+	// namespace's view, the shared chain it shows.
+	shared *Shared
+	view   *Chain
 }
 
 // Rules returns the chain's rules in order. The slice must not be modified.
@@ -122,19 +130,64 @@ func (c *Chain) counter(i int) *counter {
 
 // Table is one iptables table in a namespace.
 type Table struct {
-	Name     string
+	Name string
+	// chains are the namespace's own chains; base, when set, holds the
+	// others (a Shared ruleset, no name in both), and views the
+	// namespace's counters of base's chains.
 	chains   map[string]*Chain
+	base     *Shared
+	views    map[*Chain]*Chain
 	builtins [5]*Chain // by hook
 	loaded   bool
 	nf       *Netfilter
 }
 
 // Chain returns the chain named name, or nil.
-func (t *Table) Chain(name string) *Chain { return t.chains[name] }
+func (t *Table) Chain(name string) *Chain {
+	if c := t.chains[name]; c != nil || t.base == nil {
+		return c
+	}
+	if sc := t.base.chains[name]; sc != nil {
+		return t.view(sc)
+	}
+	return nil
+}
 
 // Chains returns the chains in iptables-save order: built-in chains in hook
 // order, then user chains sorted by name (libiptc keeps them sorted).
-func (t *Table) Chains() []*Chain { return sortedChains(t.chains) }
+func (t *Table) Chains() []*Chain {
+	cs := sortedChains(t.chains)
+	if t.base == nil {
+		return cs
+	}
+	for _, name := range t.base.names {
+		cs = append(cs, t.view(t.base.chains[name]))
+	}
+	n := 0
+	for n < len(cs) && cs[n].Builtin {
+		n++
+	}
+	slices.SortFunc(cs[n:], func(a, b *Chain) int { return strings.Compare(a.Name, b.Name) })
+	return cs
+}
+
+// newTable returns table name of nf with its built-in chains, or nil for
+// an unknown name.
+func newTable(nf *Netfilter, name string) *Table {
+	for _, d := range tableDefs {
+		if d.name != name {
+			continue
+		}
+		t := &Table{Name: d.name, chains: map[string]*Chain{}, nf: nf}
+		for _, h := range d.hooks {
+			c := &Chain{Name: h.String(), Builtin: true, Hook: h}
+			t.chains[c.Name] = c
+			t.builtins[h] = c
+		}
+		return t
+	}
+	return nil
+}
 
 // Netfilter is the iptables state of one network namespace.
 type Netfilter struct {
@@ -216,11 +269,8 @@ func Install(ns *datapath.Netns, ct *conntrack.Table) *Netfilter {
 	}
 	nf := &Netfilter{ns: ns, ct: ct, tables: map[string]*Table{}, recent: map[string]*recentTable{}}
 	for _, d := range tableDefs {
-		t := &Table{Name: d.name, chains: map[string]*Chain{}, nf: nf}
+		t := newTable(nf, d.name)
 		for _, h := range d.hooks {
-			c := &Chain{Name: h.String(), Builtin: true, Hook: h}
-			t.chains[c.Name] = c
-			t.builtins[h] = c
 			var s datapath.Stage
 			if d.name == NAT {
 				m := conntrack.ManipDst
@@ -245,8 +295,8 @@ func Install(ns *datapath.Netns, ct *conntrack.Table) *Netfilter {
 // table's stage (what the stage would do, see hookStage.Process), and the
 // others call it. Every change to t's chains (commit) must call it.
 func (nf *Netfilter) syncPassive(t *Table) {
-	if t.Name == NAT {
-		return // the nat stage sets up bindings even with no rules
+	if t.Name == NAT || nf.ns == nil {
+		return // the nat stage sets up bindings even with no rules; a ruleset being compiled has no hooks
 	}
 	for h, c := range t.builtins {
 		if c == nil {
@@ -412,7 +462,12 @@ func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
 		if !r.matches(c) {
 			continue
 		}
-		k := ch.counter(i)
+		var k *counter
+		if ch.shared == nil {
+			k = ch.counter(i)
+		} else {
+			k = c.t.view(ch).counter(i)
+		}
 		k.add(c.plen)
 		if c.rec.on {
 			if r.volatileTarget || c.rec.n == maxReplay {

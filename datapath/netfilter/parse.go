@@ -216,8 +216,9 @@ type ruleParser struct {
 	nf    *Netfilter
 	table string
 	chain *Chain
-	// chains resolves jump targets in the table being built.
+	// chains resolves jump targets in the table being built, then base.
 	chains map[string]*Chain
+	base   *Shared
 }
 
 func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
@@ -355,6 +356,9 @@ func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
 				rp.targetDefaults(tg)
 			} else {
 				c := rp.chains[v]
+				if c == nil && rp.base != nil {
+					c = rp.base.chains[v]
+				}
 				if c == nil || c.Builtin {
 					return nil, nil, errorf("Couldn't load target `%s':No such file or directory", v)
 				}
@@ -462,7 +466,7 @@ func (rp *ruleParser) newMatch(name string) (match, error) {
 	case "conntrack":
 		return &conntrackMatch{}, nil
 	case "addrtype":
-		return &addrtypeMatch{nf: rp.nf}, nil
+		return &addrtypeMatch{}, nil
 	case "multiport":
 		return &multiportMatch{}, nil
 	case "recent":

@@ -126,8 +126,13 @@ func (st *staged) refs() map[*Chain]int {
 	return refs
 }
 
+// chain returns the chain name for a command that changes it; a shared
+// chain (Shared) cannot be changed in place: errDetach.
 func (st *staged) chain(name string) (*Chain, error) {
 	c := st.chains[name]
+	if c == nil && st.t.base != nil && st.t.base.chains[name] != nil {
+		return nil, errDetach
+	}
 	if c == nil {
 		return nil, errorf("chain `%s' does not exist (No chain/target/match by that name)", name)
 	}
@@ -138,7 +143,7 @@ func (st *staged) newChain(name string) error {
 	if err := validChainName(name); err != nil {
 		return err
 	}
-	if st.chains[name] != nil {
+	if st.chains[name] != nil || (st.t.base != nil && st.t.base.chains[name] != nil) {
 		return errorf("chain `%s' already exists", name)
 	}
 	c := &Chain{Name: name}
@@ -148,7 +153,7 @@ func (st *staged) newChain(name string) error {
 }
 
 func (st *staged) parseRule(nf *Netfilter, c *Chain, words []string) (*Rule, error) {
-	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains}
+	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains, base: st.t.base}
 	r, counters, err := rp.parse(words)
 	if err != nil {
 		return nil, err
@@ -270,6 +275,9 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 		}
 		return st.newChain(rest[0])
 	case "-F", "--flush":
+		if len(rest) == 0 && st.t.base != nil {
+			return errDetach
+		}
 		if len(rest) == 0 {
 			for _, c := range st.chains {
 				st.setRules(c, nil)
@@ -283,6 +291,9 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 		st.setRules(c, nil)
 	case "-X", "--delete-chain":
 		var del []*Chain
+		if len(rest) == 0 && st.t.base != nil {
+			return errDetach
+		}
 		if len(rest) == 0 {
 			for _, c := range sortedChains(st.chains) {
 				if !c.Builtin {
@@ -362,6 +373,9 @@ func (nf *Netfilter) declare(st *staged, words []string) error {
 		return errorf("Bad chain declaration: trailing words")
 	}
 	c := st.chains[name]
+	if c == nil && st.t.base != nil && st.t.base.chains[name] != nil {
+		return errDetach
+	}
 	builtin := c != nil && c.Builtin
 	if !builtin {
 		if st.t.builtinByName(name) {
@@ -445,6 +459,9 @@ func (st *staged) jumpHeight(use func(*Rule) bool) map[*Chain]int {
 		if v, ok := h[c]; ok {
 			return v
 		}
+		if c.shared != nil {
+			return c.shared.height[c] // a shared chain's rules are not this restore's
+		}
 		h[c] = 0
 		best := 0
 		for _, r := range st.rulesOf(c) {
@@ -525,6 +542,17 @@ func (st *staged) validate() (*Rule, error) {
 		visit = func(c *Chain) (*Rule, error) {
 			state[c] = 1
 			masks[c] |= 1 << h
+			if c.shared != nil {
+				// A shared chain reaches only shared chains: its summary
+				// says whether the kernel would accept it from these
+				// hooks; if not, the caller restores the namespace's own
+				// copy for the exact error.
+				state[c] = 2
+				if c.shared.loops || masks[c]&^c.shared.allowed[c] != 0 {
+					return nil, errDetach
+				}
+				return nil, nil
+			}
 			for _, r := range st.rulesOf(c) {
 				tc := r.target.chain
 				if tc == nil {
@@ -629,6 +657,19 @@ func (st *staged) counters(c *Chain, rs []*Rule) []counter {
 // Everything is parsed and checked before anything changes: on any error
 // (a *ParseError naming the line) no table is modified.
 func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
+	err := nf.restore(input, opts)
+	if err == errDetach {
+		// The input changes a shared chain: the namespace takes its own
+		// copy of its shared chains, then restores.
+		for _, name := range []string{Raw, Mangle, NAT, Filter} {
+			nf.detach(nf.tables[name])
+		}
+		err = nf.restore(input, opts)
+	}
+	return err
+}
+
+func (nf *Netfilter) restore(input string, opts RestoreOptions) error {
 	var done []*staged
 	var cur *staged
 	curLine, curText := 0, ""
@@ -640,7 +681,12 @@ func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
 		if trim == "" || trim[0] == '#' {
 			continue
 		}
-		fail := func(err error) error { return &ParseError{Line: ln, Text: text, Msg: err.Error()} }
+		fail := func(err error) error {
+			if err == errDetach {
+				return err
+			}
+			return &ParseError{Line: ln, Text: text, Msg: err.Error()}
+		}
 		switch {
 		case trim[0] == '*':
 			if cur != nil {
@@ -661,6 +707,9 @@ func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
 				return fail(errorf("COMMIT outside of a table"))
 			}
 			if r, err := cur.validate(); err != nil {
+				if err == errDetach {
+					return err
+				}
 				if r != nil && r.line > 0 {
 					return &ParseError{Line: r.line, Text: strings.TrimRight(lines[r.line-1], "\r"), Msg: err.Error()}
 				}
@@ -706,6 +755,15 @@ func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
 // with --noflush). It is how components that call iptables directly
 // (ensureRule in kube-proxy, the CNI plugins) change rules.
 func (nf *Netfilter) Exec(table string, args ...string) error {
+	err := nf.exec(table, args)
+	if err == errDetach {
+		nf.detach(nf.tables[table])
+		err = nf.exec(table, args)
+	}
+	return err
+}
+
+func (nf *Netfilter) exec(table string, args []string) error {
 	t := nf.tables[table]
 	text := "-t " + table + " " + strings.Join(args, " ")
 	if t == nil {
@@ -716,9 +774,15 @@ func (nf *Netfilter) Exec(table string, args ...string) error {
 	}
 	st := nf.stage(t, RestoreOptions{Noflush: true})
 	if err := nf.command(st, args, 0); err != nil {
+		if err == errDetach {
+			return err
+		}
 		return &ParseError{Text: text, Msg: err.Error()}
 	}
 	if _, err := st.validate(); err != nil {
+		if err == errDetach {
+			return err
+		}
 		return &ParseError{Text: text, Msg: err.Error()}
 	}
 	// Only a new jump or goto can make a chain too deep.
@@ -739,9 +803,9 @@ func (nf *Netfilter) Check(table, chain string, args ...string) (bool, error) {
 		return false, &ParseError{Text: table, Msg: "Table does not exist"}
 	}
 	st := nf.stage(t, RestoreOptions{Noflush: true})
-	c, err := st.chain(chain)
-	if err != nil {
-		return false, &ParseError{Text: chain, Msg: err.Error()}
+	c := t.lookup(chain)
+	if c == nil {
+		return false, &ParseError{Text: chain, Msg: errorf("chain `%s' does not exist (No chain/target/match by that name)", chain).Error()}
 	}
 	r, err := st.parseRule(nf, c, args)
 	if err != nil {

@@ -310,7 +310,6 @@ type addrtypeMatch struct {
 	src, dst          uint16
 	invSrc, invDst    bool
 	limitIn, limitOut bool
-	nf                *Netfilter
 }
 
 func (m *addrtypeMatch) name() string { return "addrtype" }
@@ -319,7 +318,7 @@ func (m *addrtypeMatch) name() string { return "addrtype" }
 // the local table (an address of the namespace, or 127/8, is LOCAL; a
 // subnet broadcast is BROADCAST), else UNICAST. With dev, a local address
 // counts only if it is on dev.
-func (m *addrtypeMatch) addrType(a uint32, dev *datapath.Device, limit bool) int {
+func (m *addrtypeMatch) addrType(ns *datapath.Netns, a uint32, dev *datapath.Device, limit bool) int {
 	if a == 0 || a == 0xffffffff {
 		return rtnBroadcast
 	}
@@ -332,7 +331,6 @@ func (m *addrtypeMatch) addrType(a uint32, dev *datapath.Device, limit bool) int
 		}
 		return rtnUnicast
 	}
-	ns := m.nf.ns
 	b := [4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}
 	if ns.IsLocal(b) {
 		if !limit {
@@ -374,10 +372,10 @@ func (m *addrtypeMatch) match(c *evalCtx) bool {
 		dev = c.out
 	}
 	limit := m.limitIn || m.limitOut
-	if m.src != 0 && (m.src&(1<<m.addrType(c.src, dev, limit)) != 0) == m.invSrc {
+	if m.src != 0 && (m.src&(1<<m.addrType(c.t.nf.ns, c.src, dev, limit)) != 0) == m.invSrc {
 		return false
 	}
-	if m.dst != 0 && (m.dst&(1<<m.addrType(c.dst, dev, limit)) != 0) == m.invDst {
+	if m.dst != 0 && (m.dst&(1<<m.addrType(c.t.nf.ns, c.dst, dev, limit)) != 0) == m.invDst {
 		return false
 	}
 	return true

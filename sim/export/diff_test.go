@@ -348,7 +348,7 @@ func known(caseName string, d disagreement) (string, bool) {
 func needKubeProxy(t *testing.T, r *scenarios.Reference) {
 	t.Helper()
 	for _, n := range r.Nodes() {
-		if (n.ProxyRules == nil && n.NFTRules == nil) || len(n.Host.HookStages(datapath.Prerouting)) == 0 {
+		if (n.ProxyRules() == nil && n.NFTRules == nil) || len(n.Host.HookStages(datapath.Prerouting)) == 0 {
 			t.Skip("kube-proxy integration not available: node " + n.Name + " has no kube-proxy rules loaded in kubewalk")
 		}
 	}

@@ -21,7 +21,7 @@ import (
 // The rules come from the simulator's own tables (Node.Netfilter, printed
 // as iptables-save prints them) and are loaded with `iptables-restore`, so
 // the kernel runs exactly the rules kubewalk ran, in the same order. When
-// kube-proxy has synced (Node.ProxyRules is set) it also sets
+// kube-proxy has synced (Node.ProxyRules is not nil) it also sets
 // net.ipv4.conf.all.route_localnet=1, as kube-proxy does for localhost
 // NodePorts.
 //
@@ -37,7 +37,7 @@ func netfilterScript(ns string, n *sim.Node) (string, error) {
 		return "", nil
 	}
 	var b strings.Builder
-	if n.ProxyRules != nil {
+	if n.ProxyRules() != nil {
 		fmt.Fprintf(&b, "ip netns exec %s sysctl -qw net.ipv4.conf.all.route_localnet=1\n", quote(ns))
 	}
 	doc, err := restoreCommand(ns, save)

@@ -769,3 +769,37 @@ func Probability(i, n int) (kubeProxy, iptablesSave string) {
 	r := probabilityRestore(n - i)
 	return r, probabilitySave(r)
 }
+
+// RestoreInputTable returns the part of RestoreInput for one table
+// ("filter" or "nat"), or "" for another.
+func (r *Rules) RestoreInputTable(table string) string {
+	switch table {
+	case "filter":
+		return r.filter.restore()
+	case "nat":
+		return r.nat.restore()
+	}
+	return ""
+}
+
+// NodeIndependent reports whether the rule text Generate writes for snap
+// is the same on every node whose configuration differs from cfg only in
+// NodeName and NodeIPs: no service port uses node-local endpoints
+// (internalTrafficPolicy Local, or externalTrafficPolicy Local on an
+// externally reachable Service), none has loadBalancerSourceRanges (which
+// allow the node's own IP), and --nodeport-addresses is not set (which
+// selects node IPs). Then kube-proxy on every node writes the same chains,
+// and a simulator may generate and compile them once. Only the
+// explanation of which endpoints are local (Rules.Services) still differs.
+func NodeIndependent(cfg Config, snap Snapshot) bool {
+	if len(cfg.NodePortAddresses) > 0 {
+		return false
+	}
+	for i := range snap.Services {
+		s := &snap.Services[i]
+		if s.InternalTrafficPolicy == TrafficPolicyLocal || s.ExternalTrafficPolicy == TrafficPolicyLocal || len(s.LoadBalancerSourceRanges) > 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,462 @@
+package netfilter
+
+import (
+	"errors"
+	"slices"
+	"strings"
+)
+
+// A Shared ruleset is one compiled copy of the user chains an
+// iptables-restore --noflush input writes into a table, used by every
+// namespace that loads the same input onto the same previous state: the
+// thousands of nodes of a cluster whose kube-proxy writes the same
+// KUBE-SERVICES, KUBE-SVC-* and KUBE-SEP-* chains. On the kernel each node
+// holds its own copy; here they share the compiled rules, while each
+// namespace keeps its own counters (iptables-save -c stays exact per rule
+// per node) and its own chains (built-in chains, flannel's and the CNI
+// plugins' chains, kube-proxy's jump rules).
+//
+// Loading a Shared ruleset (Netfilter.RestoreShared) is exactly
+// Restore(input, --noflush --counters) on a namespace whose table holds
+// Prev: the input's chains are declared (flushed) and filled, the chains
+// Prev has and the input does not declare stay with their rules and
+// counters, the namespace's own chains stay. Anything else — a namespace
+// whose table is not on Prev, a jump from its own chains the kernel would
+// refuse, an iptables command that writes a shared chain — first gives
+// the namespace its own copy of the chains, then does what Restore does.
+type Shared struct {
+	table string
+	// id identifies the ruleset; prev is the id of the one it follows (0
+	// for none): holding ids, not pointers, lets old rulesets go.
+	id, prev uint64
+	input    string
+	// chains are the ruleset's chains by name (immutable once compiled).
+	chains map[string]*Chain
+	names  []string // sorted
+	// declared are the chains the input declares (flushed and filled by
+	// it); the others were carried from prev, with their rules and
+	// counters.
+	declared map[string]bool
+	// allowed is, per chain, the hooks from which every target the chain
+	// reaches may be used (translate_table's check); height is the most
+	// nested jumps below it. loops is set when chains of the ruleset jump
+	// in a circle (refused if a hook ever reaches them).
+	allowed map[*Chain]uint8
+	height  map[*Chain]int
+	loops   bool
+	// covers memoizes Covers by ruleset id.
+	covers map[uint64]bool
+}
+
+// Covers reports whether loading s onto a table whose shared chains are b
+// (nil: none) is what restoring s's input there does: s was compiled
+// after b, or s holds only the chains its input declares and those
+// include every chain of b (b's chains are all flushed and refilled).
+func (s *Shared) Covers(b *Shared) bool {
+	if b.ident() == s.prev {
+		return true
+	}
+	if len(s.names) != len(s.declared) {
+		return false // s keeps chains of the ruleset it was compiled after
+	}
+	if b == nil {
+		return true
+	}
+	if v, ok := s.covers[b.id]; ok {
+		return v
+	}
+	v := true
+	for _, name := range b.names {
+		if !s.declared[name] {
+			v = false
+			break
+		}
+	}
+	if s.covers == nil {
+		s.covers = map[uint64]bool{}
+	}
+	s.covers[b.id] = v
+	return v
+}
+
+// ErrNotShareable is returned by CompileShared for an input that writes
+// built-in chains or holds rules whose evaluation keeps state in the
+// namespace (recent, set, ipvs, statistic --mode nth matches, counters
+// given in the input): such input is restored into each namespace.
+var ErrNotShareable = errors.New("netfilter: input cannot be shared between namespaces")
+
+// errDetach is what staging returns when a command writes a shared chain:
+// the caller gives the namespace its own chains and runs the command again.
+var errDetach = errors.New("netfilter: the command writes a shared chain")
+
+// sharedIDs numbers the rulesets compiled (not on the walk: compiling is a
+// control-plane step).
+var sharedIDs uint64
+
+// Table returns the name of the table the ruleset is for.
+func (s *Shared) Table() string { return s.table }
+
+// CompileShared parses input (iptables-restore format, one table) into a
+// ruleset for a table holding prev (nil for a table with none), as
+// Restore(input, RestoreOptions{Noflush: true, Counters: true}) would leave
+// it. Errors are Restore's, or ErrNotShareable.
+func CompileShared(table string, prev *Shared, input string) (*Shared, error) {
+	if prev != nil && prev.table != table {
+		return nil, errorf("shared ruleset for table %s used as the previous one of %s", prev.table, table)
+	}
+	nf := &Netfilter{tables: map[string]*Table{}, recent: map[string]*recentTable{}}
+	t := newTable(nf, table)
+	if t == nil {
+		return nil, ErrNotShareable
+	}
+	nf.tables[table] = t
+	declared := map[string]bool{}
+	for line := range strings.SplitSeq(input, "\n") {
+		if len(line) > 1 && line[0] == ':' {
+			name, _, _ := strings.Cut(line[1:], " ")
+			declared[name] = true
+		}
+	}
+	sharedIDs++
+	s := &Shared{table: table, id: sharedIDs, input: input, declared: declared}
+	if prev != nil {
+		s.prev = prev.id
+	}
+	// The table as Prev leaves it: the chains the input declares exist
+	// (it flushes them), the others are Prev's, jumping to the chains
+	// with the same names here.
+	if prev != nil {
+		for _, name := range prev.names {
+			if declared[name] {
+				t.chains[name] = &Chain{Name: name}
+			}
+		}
+		for _, name := range prev.names {
+			if !declared[name] {
+				t.chains[name] = &Chain{Name: name}
+			}
+		}
+		for _, name := range prev.names {
+			if declared[name] {
+				continue
+			}
+			old, c := prev.chains[name], t.chains[name]
+			c.rules = make([]*Rule, len(old.rules))
+			for i, r := range old.rules {
+				c.rules[i] = r.cloneInto(c, t.chains)
+			}
+			c.buildIndex()
+		}
+	}
+	if err := nf.Restore(input, RestoreOptions{Noflush: true, Counters: true}); err != nil {
+		return nil, err
+	}
+	if t.base != nil {
+		return nil, ErrNotShareable
+	}
+	s.chains = map[string]*Chain{}
+	for name, c := range t.chains {
+		if c.Builtin {
+			if len(c.rules) > 0 {
+				return nil, ErrNotShareable
+			}
+			continue
+		}
+		if c.ctr != nil {
+			return nil, ErrNotShareable
+		}
+		for _, r := range c.rules {
+			if !r.shareable() {
+				return nil, ErrNotShareable
+			}
+		}
+		c.shared = s
+		s.chains[name] = c
+		s.names = append(s.names, name)
+	}
+	slices.Sort(s.names)
+	s.summarize()
+	return s, nil
+}
+
+// cloneInto copies r into chain c, its jump target resolved by name in
+// chains.
+func (r *Rule) cloneInto(c *Chain, chains map[string]*Chain) *Rule {
+	n := *r
+	n.chain, n.run = c, nil
+	if r.target.chain != nil {
+		n.target.chain = chains[r.target.chain.Name]
+	}
+	return &n
+}
+
+// shareable reports whether evaluating r reads nothing but the packet,
+// the walk and the evaluating namespace's tables (no state of its own).
+func (r *Rule) shareable() bool {
+	for _, m := range r.ms {
+		switch m := m.(type) {
+		case *tcpMatch, *commentMatch, *icmpMatch, *markMatch, *conntrackMatch, *multiportMatch, *addrtypeMatch, *physdevMatch:
+		case *statisticMatch:
+			if m.nth {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// summarize computes allowed and height for every chain.
+func (s *Shared) summarize() {
+	s.allowed, s.height = map[*Chain]uint8{}, map[*Chain]int{}
+	const all = uint8(1<<(5) - 1)
+	state := map[*Chain]uint8{}
+	var visit func(c *Chain)
+	visit = func(c *Chain) {
+		state[c] = 1
+		mask, h := all, 0
+		for _, r := range c.rules {
+			if ok, restricted := hookOK[r.target.kind]; restricted {
+				mask &= ok.mask
+			}
+			tc := r.target.chain
+			if tc == nil {
+				continue
+			}
+			switch state[tc] {
+			case 1:
+				s.loops = true
+				continue
+			case 0:
+				visit(tc)
+			}
+			mask &= s.allowed[tc]
+			h = max(h, 1+s.height[tc])
+		}
+		s.allowed[c], s.height[c] = mask, h
+		state[c] = 2
+	}
+	for _, name := range s.names {
+		if c := s.chains[name]; state[c] == 0 {
+			visit(c)
+		}
+	}
+}
+
+// RestoreShared loads the shared rulesets, at most one per table, as
+// Restore(input, RestoreOptions{Noflush: true, Counters: true}) of their
+// inputs (in the order given) would: all or nothing, with Restore's
+// errors.
+func (nf *Netfilter) RestoreShared(sets ...*Shared) error {
+	if err := nf.attach(sets); err != errDetach {
+		return err
+	}
+	var input strings.Builder
+	for _, s := range sets {
+		if t := nf.tables[s.table]; t != nil {
+			nf.detach(t)
+		}
+		input.WriteString(s.input)
+	}
+	return nf.Restore(input.String(), RestoreOptions{Noflush: true, Counters: true})
+}
+
+// attach is RestoreShared's fast path; errDetach means it cannot be taken.
+func (nf *Netfilter) attach(sets []*Shared) error {
+	type plan struct {
+		t        *Table
+		s        *Shared
+		own      map[string]*Chain
+		absorbed map[*Chain]bool
+	}
+	var plans []plan
+	for _, s := range sets {
+		t := nf.tables[s.table]
+		if t == nil || !s.Covers(t.base) || s.loops || slices.ContainsFunc(plans, func(p plan) bool { return p.t == t }) {
+			return errDetach
+		}
+		p := plan{t: t, s: s, own: make(map[string]*Chain, len(t.chains)), absorbed: map[*Chain]bool{}}
+		for name, c := range t.chains {
+			if s.chains[name] != nil {
+				if c.Builtin {
+					return errDetach
+				}
+				p.absorbed[c] = true
+				continue
+			}
+			p.own[name] = c
+		}
+		resolve := func(c *Chain) *Chain {
+			if c.shared != nil || p.absorbed[c] {
+				return s.chains[c.Name]
+			}
+			return c
+		}
+		// translate_table on the result: the hooks reaching each chain of
+		// the namespace's own, and the shared chains they jump to.
+		masks := map[*Chain]uint8{}
+		var visit func(c *Chain, h uint8, depth int, on map[*Chain]bool) bool
+		visit = func(c *Chain, h uint8, depth int, on map[*Chain]bool) bool {
+			if c.shared != nil {
+				return s.allowed[c]&h == h && depth+s.height[c] < NFTJumpStackSize
+			}
+			if on[c] || depth >= NFTJumpStackSize {
+				return false
+			}
+			if masks[c]&h == h && !c.Builtin {
+				return true // seen from this hook already (depth is checked per path below)
+			}
+			masks[c] |= h
+			on[c] = true
+			defer delete(on, c)
+			for _, r := range c.rules {
+				if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+					return false
+				}
+				if tc := r.target.chain; tc != nil && !visit(resolve(tc), h, depth+1, on) {
+					return false
+				}
+			}
+			return true
+		}
+		for h, b := range t.builtins {
+			if b != nil && !visit(b, 1<<h, 0, map[*Chain]bool{}) {
+				return errDetach
+			}
+		}
+		if h := ownHeight(p.own, t, resolve, s); h >= NFTJumpStackSize {
+			return errDetach
+		}
+		plans = append(plans, p)
+	}
+	for _, p := range plans {
+		t, s := p.t, p.s
+		// The chains carried from the previous ruleset keep their
+		// counters; the declared ones start at zero.
+		views := map[*Chain]*Chain{}
+		for oc, v := range t.views {
+			if v.ctr != nil && !s.declared[oc.Name] {
+				nc := s.chains[oc.Name]
+				views[nc] = &Chain{Name: nc.Name, rules: nc.rules, view: nc, ctr: v.ctr}
+			}
+		}
+		for _, c := range p.own {
+			for _, r := range c.rules {
+				if tc := r.target.chain; tc != nil && (tc.shared != nil || p.absorbed[tc]) {
+					r.target.chain = s.chains[tc.Name]
+				}
+			}
+		}
+		t.chains, t.base, t.views = p.own, s, views
+		if !t.loaded {
+			t.loaded = true
+			nf.order = append(nf.order, t.Name)
+		}
+	}
+	nf.gen++
+	return nil
+}
+
+// ownHeight is the most nested jumps from a built-in chain through the
+// namespace's own chains into the shared ones.
+func ownHeight(own map[string]*Chain, t *Table, resolve func(*Chain) *Chain, s *Shared) int {
+	h := map[*Chain]int{}
+	var height func(c *Chain) int
+	height = func(c *Chain) int {
+		if c.shared != nil {
+			return s.height[c]
+		}
+		if v, ok := h[c]; ok {
+			return v
+		}
+		h[c] = 0
+		best := 0
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil {
+				best = max(best, 1+height(resolve(tc)))
+			}
+		}
+		h[c] = best
+		return best
+	}
+	top := 0
+	for _, b := range t.builtins {
+		if b != nil {
+			top = max(top, height(b))
+		}
+	}
+	return top
+}
+
+// detach gives t its own copy of its shared chains, with their counters,
+// so that a command may change them.
+func (nf *Netfilter) detach(t *Table) {
+	if t == nil || t.base == nil {
+		return
+	}
+	s := t.base
+	chains := make(map[string]*Chain, len(t.chains)+len(s.chains))
+	for name, c := range t.chains {
+		chains[name] = c
+	}
+	for _, name := range s.names {
+		chains[name] = &Chain{Name: name}
+	}
+	for _, name := range s.names {
+		sc, c := s.chains[name], chains[name]
+		c.rules = make([]*Rule, len(sc.rules))
+		for i, r := range sc.rules {
+			c.rules[i] = r.cloneInto(c, chains)
+		}
+		if v := t.views[sc]; v != nil && v.ctr != nil {
+			c.ctr = slices.Clone(v.ctr)
+		}
+		c.buildIndex()
+	}
+	for _, c := range t.chains {
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil && tc.shared != nil {
+				r.target.chain = chains[tc.Name]
+			}
+		}
+	}
+	t.chains, t.base, t.views = chains, nil, nil
+	nf.gen++
+}
+
+// ident returns s's id, 0 for a nil s.
+func (s *Shared) ident() uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.id
+}
+
+// lookup returns the chain named name in t: its own, else the shared one.
+func (t *Table) lookup(name string) *Chain {
+	if c := t.chains[name]; c != nil {
+		return c
+	}
+	if t.base != nil {
+		return t.base.chains[name]
+	}
+	return nil
+}
+
+// view returns t's view of the shared chain sc: the same rules, t's
+// counters.
+func (t *Table) view(sc *Chain) *Chain {
+	v := t.views[sc]
+	if v == nil {
+		if t.views == nil {
+			t.views = map[*Chain]*Chain{}
+		}
+		v = &Chain{Name: sc.Name, rules: sc.rules, view: sc}
+		t.views[sc] = v
+	}
+	return v
+}
+
+// Shared returns the shared ruleset t's chains are on, or nil.
+func (t *Table) Shared() *Shared { return t.base }

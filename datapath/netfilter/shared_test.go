@@ -1,0 +1,195 @@
+package netfilter
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubewalk/kubewalk/datapath/conntrack"
+)
+
+// kubeProxyInput is a kube-proxy style --noflush restore of the nat table:
+// service port to endpoint chains and the masquerade chains, with eps
+// endpoints behind 10.96.0.10:53/udp; svc2 adds a second Service whose
+// chain a later input leaves out (a stale chain, kept by --noflush).
+func kubeProxyInput(eps int, svc2 bool) string {
+	var b strings.Builder
+	b.WriteString("*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-POSTROUTING - [0:0]\n:KUBE-MARK-MASQ - [0:0]\n:KUBE-SVC-X - [0:0]\n")
+	for i := range eps {
+		fmt.Fprintf(&b, ":KUBE-SEP-%d - [0:0]\n", i)
+	}
+	if svc2 {
+		b.WriteString(":KUBE-SVC-Y - [0:0]\n")
+	}
+	b.WriteString("-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN\n")
+	b.WriteString("-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000\n")
+	b.WriteString("-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully\n")
+	b.WriteString("-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000\n")
+	b.WriteString("-A KUBE-SERVICES -m comment --comment \"ns/svc:dns cluster IP\" -p udp -d 10.96.0.10/32 --dport 53 -j KUBE-SVC-X\n")
+	if svc2 {
+		b.WriteString("-A KUBE-SERVICES -p tcp -d 10.96.0.11/32 --dport 80 -j KUBE-SVC-Y\n")
+		b.WriteString("-A KUBE-SVC-Y -j KUBE-SEP-0\n")
+	}
+	b.WriteString("-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports\" -m addrtype --dst-type LOCAL -j RETURN\n")
+	b.WriteString("-A KUBE-SVC-X ! -s 10.0.1.0/24 -d 10.96.0.10/32 -p udp --dport 53 -j KUBE-MARK-MASQ\n")
+	for i := range eps {
+		if i < eps-1 {
+			fmt.Fprintf(&b, "-A KUBE-SVC-X -m statistic --mode random --probability %.10f -j KUBE-SEP-%d\n", 1/float64(eps-i), i)
+		} else {
+			fmt.Fprintf(&b, "-A KUBE-SVC-X -j KUBE-SEP-%d\n", i)
+		}
+		fmt.Fprintf(&b, "-A KUBE-SEP-%d -s 10.0.2.2/32 -j KUBE-MARK-MASQ\n", i)
+		fmt.Fprintf(&b, "-A KUBE-SEP-%d -p udp -j DNAT --to-destination 10.0.2.2:%d\n", i, 5000+i)
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// ensureJumps is what kube-proxy does before its restore: create the
+// chains its jump rules target and insert the jumps.
+func ensureJumps(t *testing.T, nf *Netfilter) {
+	t.Helper()
+	require.NoError(t, nf.Exec(NAT, "-N", "KUBE-SERVICES"))
+	require.NoError(t, nf.Exec(NAT, "-N", "KUBE-POSTROUTING"))
+	require.NoError(t, nf.Exec(NAT, "-I", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"))
+	require.NoError(t, nf.Exec(NAT, "-I", "OUTPUT", "-j", "KUBE-SERVICES"))
+	require.NoError(t, nf.Exec(NAT, "-I", "POSTROUTING", "-j", "KUBE-POSTROUTING"))
+	require.NoError(t, nf.Exec(NAT, "-A", "POSTROUTING", "-s", "10.0.1.0/24", "-j", "RETURN")) // a chain of the node's own (flannel's)
+}
+
+// TestSharedEqualsRestore: namespaces loading one compiled ruleset show,
+// step by step, what namespaces restoring the same text show: the same
+// iptables-save -c (counters exact per rule and per namespace), the same
+// packets delivered, the same errors; a ruleset compiled after another
+// keeps the chains the new input leaves out, with their counters; a
+// command that changes a shared chain gives the namespace its own copy.
+func TestSharedEqualsRestore(t *testing.T) {
+	ref, a, b := newTopo(t, conntrack.Config{}), newTopo(t, conntrack.Config{}), newTopo(t, conntrack.Config{})
+	for _, tp := range []*topo{ref, a, b} {
+		ensureJumps(t, tp.nf)
+		for i := range 3 {
+			_, err := tp.server.ListenUDP(uint16(5000+i), false)
+			require.NoError(t, err)
+		}
+	}
+	opts := RestoreOptions{Noflush: true, Counters: true}
+	in1, in2 := kubeProxyInput(3, true), kubeProxyInput(2, false)
+	s1, err := CompileShared(NAT, nil, in1)
+	require.NoError(t, err)
+	s2, err := CompileShared(NAT, s1, in2)
+	require.NoError(t, err)
+	traffic := func(tp *topo, from uint16) {
+		for i := range 20 {
+			send(t, tp.client, udpPacket(ipClient, ipVIP, from+uint16(i), 53, []byte("q")), nil)
+			require.NoError(t, tp.e.Run())
+		}
+	}
+	same := func(step string) {
+		want := ref.nf.Save(SaveOptions{Counters: true})
+		assert.Equal(t, want, a.nf.Save(SaveOptions{Counters: true}), step)
+		assert.Equal(t, len(ref.atServer.pkts), len(a.atServer.pkts), step)
+	}
+	require.NoError(t, ref.nf.Restore(in1, opts))
+	require.NoError(t, a.nf.RestoreShared(s1))
+	require.NoError(t, b.nf.RestoreShared(s1))
+	same("loaded")
+	assert.Same(t, a.nf.Table(NAT).base, b.nf.Table(NAT).base, "one compiled copy")
+	traffic(ref, 20000)
+	traffic(a, 20000)
+	same("after traffic")
+	assert.NotEqual(t, a.nf.Save(SaveOptions{Counters: true}), b.nf.Save(SaveOptions{Counters: true}), "counters are per namespace")
+	traffic(ref, 21000)
+	traffic(a, 21000)
+	same("established and new flows")
+
+	require.NoError(t, ref.nf.Restore(in2, opts))
+	require.NoError(t, a.nf.RestoreShared(s2))
+	same("second sync")
+	assert.Contains(t, a.nf.Save(SaveOptions{}), "-A KUBE-SVC-Y -j KUBE-SEP-0\n", "the chain the input left out stays")
+	assert.Same(t, s2, a.nf.Table(NAT).base)
+	traffic(ref, 22000)
+	traffic(a, 22000)
+	same("traffic after the second sync")
+
+	// A namespace not on s1 (a node that joined later) takes the slow
+	// path and ends as restoring in2 leaves it; one on s1 that restores
+	// in2 as text keeps the chain in1 had, as with the ruleset.
+	c, d := newNF(t), newNF(t)
+	for _, nf := range []*Netfilter{c, d} {
+		ensureJumps(t, nf)
+	}
+	require.NoError(t, c.RestoreShared(s2))
+	require.NoError(t, d.Restore(in2, opts))
+	assert.Equal(t, d.Save(SaveOptions{}), c.Save(SaveOptions{}))
+	assert.NotContains(t, c.Save(SaveOptions{}), "KUBE-SVC-Y")
+	e := newNF(t)
+	ensureJumps(t, e)
+	require.NoError(t, e.Restore(in1, opts))
+	require.NoError(t, e.Restore(in2, opts))
+	require.NoError(t, b.nf.Restore(in2, opts))
+	assert.Equal(t, e.Save(SaveOptions{Counters: true}), b.nf.Save(SaveOptions{Counters: true}))
+
+	// Changing a shared chain.
+	for _, tp := range []*topo{ref, a} {
+		require.NoError(t, tp.nf.Exec(NAT, "-I", "KUBE-SERVICES", "-p", "tcp", "-d", "10.96.0.99/32", "-j", "RETURN"))
+	}
+	same("-I into a shared chain")
+	assert.Nil(t, a.nf.Table(NAT).base, "the namespace has its own chains")
+	traffic(ref, 23000)
+	traffic(a, 23000)
+	same("traffic after the change")
+	for _, tp := range []*topo{ref, a} {
+		require.NoError(t, tp.nf.Exec(NAT, "-F", "KUBE-SVC-Y"))
+	}
+	same("flush")
+}
+
+// TestSharedRefusedAsRestore: a shared ruleset the kernel would refuse in
+// a namespace (a DNAT reached from the nat INPUT chain) fails there with
+// Restore's error and changes nothing.
+func TestSharedRefusedAsRestore(t *testing.T) {
+	in := kubeProxyInput(1, false)
+	s, err := CompileShared(NAT, nil, in)
+	require.NoError(t, err)
+	var errs []string
+	var saves []string
+	for _, shared := range []bool{false, true} {
+		nf := newNF(t)
+		ensureJumps(t, nf)
+		require.NoError(t, nf.Exec(NAT, "-N", "KUBE-SEP-0"))
+		require.NoError(t, nf.Exec(NAT, "-A", "INPUT", "-j", "KUBE-SEP-0"))
+		before := nf.Save(SaveOptions{Counters: true})
+		if shared {
+			err = nf.RestoreShared(s)
+		} else {
+			err = nf.Restore(in, RestoreOptions{Noflush: true, Counters: true})
+		}
+		require.Error(t, err)
+		errs = append(errs, err.Error())
+		assert.Equal(t, before, nf.Save(SaveOptions{Counters: true}), "nothing changed")
+		saves = append(saves, before)
+	}
+	assert.Equal(t, errs[0], errs[1])
+	assert.Contains(t, errs[1], "DNAT target: used from hooks PREROUTING/INPUT/OUTPUT")
+}
+
+// TestCompileSharedRefuses: input whose rules keep state in the namespace,
+// or that writes built-in chains, is not shared.
+func TestCompileSharedRefuses(t *testing.T) {
+	for _, in := range []string{
+		"*nat\n:A - [0:0]\n-A A -m recent --name x --set -j RETURN\nCOMMIT\n",
+		"*nat\n:A - [0:0]\n-A A -m statistic --mode nth --every 2 -j RETURN\nCOMMIT\n",
+		"*nat\n:A - [0:0]\n-A PREROUTING -j A\nCOMMIT\n",
+		"*nat\n:A - [0:0]\n[5:300] -A A -j RETURN\nCOMMIT\n",
+	} {
+		_, err := CompileShared(NAT, nil, in)
+		assert.ErrorIs(t, err, ErrNotShareable, in)
+	}
+	_, err := CompileShared(NAT, nil, "*nat\n-A NOPE -j RETURN\nCOMMIT\n")
+	var pe *ParseError
+	require.ErrorAs(t, err, &pe, "a bad input fails as Restore does")
+	assert.Equal(t, 2, pe.Line)
+}
