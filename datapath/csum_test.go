@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -117,4 +118,26 @@ func FuzzOuterUDPChecksum(f *testing.F) {
 		proto := [...]uint8{ProtoTCP, ProtoUDP, ProtoICMP}[int(which)%3]
 		checkOuter(t, innerFrame(proto, int(opts%11), payload, which%7 == 6), sport)
 	})
+}
+
+func TestCsumIsGVisorsChecksum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	patterns := []func(i int) byte{
+		func(int) byte { return byte(rng.Uint32()) },
+		func(int) byte { return 0 },
+		func(int) byte { return 0xff },
+		func(i int) byte { return byte(i%2) * 0xff },
+		func(i int) byte { return []byte{0xff, 0xfe, 0x00, 0x01}[i%4] },
+	}
+	for _, pat := range patterns {
+		for n := 0; n < 80; n++ {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = pat(i)
+			}
+			for _, init := range []uint16{0, 1, 0xfffe, 0xffff, uint16(rng.Uint32())} {
+				require.Equal(t, checksum.Checksum(b, init), csum(b, init), "n=%d init=%#x % x", n, init, b)
+			}
+		}
+	}
 }

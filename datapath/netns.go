@@ -451,7 +451,7 @@ func ValidateIPv4(b []byte) (int, error) {
 	if ihl > len(b) {
 		return 0, &FrameError{Layer: "ipv4", Reason: "header longer than packet"}
 	}
-	if header.IPv4(b[:ihl]).CalculateChecksum() != 0xffff {
+	if csum(b[:ihl], 0) != 0xffff {
 		return 0, &FrameError{Layer: "ipv4", Reason: "bad header checksum"}
 	}
 	return tot, nil

@@ -258,7 +258,7 @@ func outerUDPChecksum(outer header.IPv4, seg []byte, innerValid bool) uint16 {
 		tcpip.AddrFrom4([4]byte(outer[16:20])), uint16(len(seg)))
 	var c uint16
 	if sum, ok := innerSum(seg[8+vxlanHdrLen:], innerValid); ok {
-		c = ^checksum.Combine(checksum.Checksum(seg[:8+vxlanHdrLen+EthHdrLen], x), sum)
+		c = ^checksum.Combine(csum(seg[:8+vxlanHdrLen+EthHdrLen], x), sum)
 	} else {
 		c = ^checksum.Checksum(seg, x)
 	}
@@ -281,7 +281,7 @@ func innerSum(frame []byte, valid bool) (uint16, bool) {
 		ip.FragmentOffset() != 0 || ip.Flags()&header.IPv4FlagMoreFragments != 0 {
 		return 0, false
 	}
-	hsum := checksum.Checksum(ip[:ihl], 0)
+	hsum := csum(ip[:ihl], 0)
 	if hsum != 0xffff {
 		return 0, false
 	}
