@@ -151,7 +151,7 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 	}
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",
-			Action: trace.Forwarded, Summary: Summarize(p.Frame()), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
+			Action: trace.Forwarded, Summary: p.Summary(), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
 	}
 	b.forward(w, fe.port, p)
 }
@@ -185,7 +185,7 @@ func (b *bridge) flood(w *Walk, in *Device, p *Packet, toHost bool) {
 	ns := b.dev.ns
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",
-			Action: trace.Flooded, Summary: Summarize(p.Frame())})
+			Action: trace.Flooded, Summary: p.Summary()})
 	}
 	var targets [64]*Device
 	n := 0
@@ -227,7 +227,7 @@ func (b *bridge) localXmit(w *Walk, p *Packet) {
 			}
 			if p.Trace != nil {
 				w.Observe(p, trace.Observation{Node: b.dev.ns.Node, Netns: b.dev.ns.Name, Device: b.dev.Name, Stage: "bridge",
-					Action: trace.Forwarded, Summary: Summarize(p.Frame()), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
+					Action: trace.Forwarded, Summary: p.Summary(), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
 			}
 			b.forward(w, fe.port, p)
 			return
@@ -241,7 +241,7 @@ func (b *bridge) localXmit(w *Walk, p *Packet) {
 			if p.Trace != nil {
 				ns := b.dev.ns
 				w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",
-					Action: trace.Forwarded, Summary: Summarize(p.Frame()), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
+					Action: trace.Forwarded, Summary: p.Summary(), Detail: "fdb " + dst.String() + " -> " + fe.port.Name})
 			}
 			fe.port.transmit(w, p)
 			return

@@ -111,7 +111,7 @@ func (d *Device) RemoveStage(name string) bool { return d.rx.remove(name) || d.t
 
 func (d *Device) observe(w *Walk, p *Packet, stage string, a trace.Action, detail string) {
 	o := trace.Observation{Node: d.ns.Node, Netns: d.ns.Name, Device: d.Name, Stage: stage, Action: a,
-		Summary: Summarize(p.Frame()), Detail: detail}
+		Summary: p.Summary(), Detail: detail}
 	if p.Trace.Capture && (a == trace.Received || a == trace.Transmitted) {
 		o.Frame = append([]byte(nil), p.Frame()...)
 	}
@@ -122,7 +122,7 @@ func (d *Device) observe(w *Walk, p *Packet, stage string, a trace.Action, detai
 func (d *Device) drop(w *Walk, p *Packet, stage string, r DropReason, detail string) {
 	if p.Trace != nil {
 		o := trace.Observation{Node: d.ns.Node, Netns: d.ns.Name, Device: d.Name, Stage: stage,
-			Action: trace.Dropped, Summary: Summarize(p.Frame()), Detail: detail, Reason: r.String()}
+			Action: trace.Dropped, Summary: p.Summary(), Detail: detail, Reason: r.String()}
 		w.Observe(p, o)
 	}
 	p.Release()

@@ -14,7 +14,20 @@ var BroadcastMAC = MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // String formats m as ip(8) does: lower-case hex with colons.
 func (m MAC) String() string {
-	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+	var b [17]byte
+	return string(m.appendTo(b[:0]))
+}
+
+// appendTo appends m as String formats it.
+func (m MAC) appendTo(b []byte) []byte {
+	const digits = "0123456789abcdef"
+	for i, c := range m {
+		if i > 0 {
+			b = append(b, ':')
+		}
+		b = append(b, digits[c>>4], digits[c&0xf])
+	}
+	return b
 }
 
 // IsMulticast reports whether the group bit is set (broadcast included).

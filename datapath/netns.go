@@ -378,7 +378,7 @@ func (ns *Netns) RemoveHookStage(h Hook, name string) bool { return ns.hooks[h].
 func (ns *Netns) HookStages(h Hook) []HookEntry { return slices.Clone(ns.hooks[h]) }
 
 func (ns *Netns) observe(w *Walk, p *Packet, dev *Device, stage string, a trace.Action, detail string) {
-	o := trace.Observation{Node: ns.Node, Netns: ns.Name, Stage: stage, Action: a, Summary: Summarize(p.Frame()), Detail: detail}
+	o := trace.Observation{Node: ns.Node, Netns: ns.Name, Stage: stage, Action: a, Summary: p.Summary(), Detail: detail}
 	if dev != nil {
 		o.Device = dev.Name
 	}
@@ -389,7 +389,7 @@ func (ns *Netns) observe(w *Walk, p *Packet, dev *Device, stage string, a trace.
 func (ns *Netns) drop(w *Walk, p *Packet, dev *Device, stage string, r DropReason, detail string) {
 	if p.Trace != nil {
 		o := trace.Observation{Node: ns.Node, Netns: ns.Name, Stage: stage, Action: trace.Dropped,
-			Summary: Summarize(p.Frame()), Detail: detail, Reason: r.String()}
+			Summary: p.Summary(), Detail: detail, Reason: r.String()}
 		if dev != nil {
 			o.Device = dev.Name
 		}

@@ -51,7 +51,7 @@ func (d *DropIf) Process(w *Walk, p *Packet) Verdict {
 	}
 	d.Dropped++
 	if p.Trace != nil {
-		o := trace.Observation{Stage: "probe", Action: trace.Note, Summary: Summarize(p.Frame()), Detail: "DropIf: " + d.Why}
+		o := trace.Observation{Stage: "probe", Action: trace.Note, Summary: p.Summary(), Detail: "DropIf: " + d.Why}
 		w.where(&o)
 		w.Observe(p, o)
 	}
@@ -76,14 +76,14 @@ func (c *Corrupt) Process(w *Walk, p *Packet) Verdict {
 	}
 	before := ""
 	if p.Trace != nil {
-		before = Summarize(p.Frame())
+		before = p.Summary()
 	}
 	p.buf[p.head+c.Offset] ^= c.Mask
 	p.CsumValid = false
 	c.Applied++
 	if p.Trace != nil {
-		o := trace.Observation{Stage: "probe", Action: trace.Rewritten, Summary: Summarize(p.Frame()),
-			Detail: "Corrupt: byte " + itoa(c.Offset) + " ^= 0x" + hex16(uint16(c.Mask))[2:], Before: before, After: Summarize(p.Frame())}
+		o := trace.Observation{Stage: "probe", Action: trace.Rewritten, Summary: p.Summary(),
+			Detail: "Corrupt: byte " + itoa(c.Offset) + " ^= 0x" + hex16(uint16(c.Mask))[2:], Before: before, After: p.Summary()}
 		w.where(&o)
 		w.Observe(p, o)
 	}
@@ -129,7 +129,7 @@ func (d *Delay) Process(w *Walk, p *Packet) Verdict {
 	d.Delayed++
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: d.Dev.ns.Node, Netns: d.Dev.ns.Name, Device: d.Dev.Name, Stage: "probe",
-			Action: trace.Queued, Summary: Summarize(p.Frame()), Detail: "Delay " + d.D.String()})
+			Action: trace.Queued, Summary: p.Summary(), Detail: "Delay " + d.D.String()})
 	}
 	w.e.ScheduleTimer(d.D, &delayed{d: d, p: p})
 	return VerdictStolen

@@ -190,7 +190,7 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	u.SetChecksum(outerUDPChecksum(header.IPv4(ipb), seg, p.CsumValid))
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",
-			Action: trace.Encapsulated, Summary: Summarize(p.Frame()),
+			Action: trace.Encapsulated, Summary: p.Summary(),
 			Detail: "vni " + itoa(int(v.VNI)) + " to " + addrString(dst) + ":" + itoa(int(v.Port)) + " (fdb " + MAC(inner[0:6]).String() + " dst " + addrString(dst) + ")"})
 	}
 	ns.output(w, p)
@@ -236,7 +236,7 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 	p.CT = CTRef{}
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",
-			Action: trace.Decapsulated, Summary: Summarize(p.Frame()),
+			Action: trace.Decapsulated, Summary: p.Summary(),
 			Detail: "vni " + itoa(int(vni)) + " from " + addrString([4]byte(ip[12:16]))})
 	}
 	w.e.ScheduleRx(0, v.dev, p)

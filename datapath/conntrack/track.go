@@ -238,7 +238,7 @@ func (t *Table) newConn(w *datapath.Walk, p *datapath.Packet, pr parsed, now tim
 		t.Stats.Drop++
 		if p.Trace != nil {
 			w.Observe(p, trace.Observation{Node: t.ns.Node, Netns: t.ns.Name, Stage: StageIn, Action: trace.Dropped,
-				Summary: datapath.Summarize(p.Frame()), Detail: "nf_conntrack: table full, dropping packet",
+				Summary: p.Summary(), Detail: "nf_conntrack: table full, dropping packet",
 				Reason: datapath.ReasonConntrackFull.String()})
 			p.Release()
 			return datapath.VerdictStolen
@@ -333,7 +333,7 @@ func (t *Table) related(w *datapath.Walk, p *datapath.Packet, pr parsed) datapat
 
 func (t *Table) note(w *datapath.Walk, p *datapath.Packet, detail string) {
 	w.Observe(p, trace.Observation{Node: t.ns.Node, Netns: t.ns.Name, Stage: StageIn, Action: trace.Note,
-		Summary: datapath.Summarize(p.Frame()), Detail: detail})
+		Summary: p.Summary(), Detail: detail})
 }
 
 // confirmStage is __nf_conntrack_confirm, run last at INPUT and POSTROUTING.
@@ -352,7 +352,7 @@ func (s *confirmStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Ve
 		s.t.Stats.Drop++
 		if p.Trace != nil {
 			w.Observe(p, trace.Observation{Node: s.t.ns.Node, Netns: s.t.ns.Name, Stage: StageConfirm, Action: trace.Dropped,
-				Summary: datapath.Summarize(p.Frame()), Detail: "insert failed: tuple clash with " + e.Reply.String(),
+				Summary: p.Summary(), Detail: "insert failed: tuple clash with " + e.Reply.String(),
 				Reason: datapath.ReasonConntrackInvalid.String()})
 			p.Release()
 			return datapath.VerdictStolen

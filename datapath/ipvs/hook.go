@@ -69,7 +69,7 @@ func (h *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdi
 
 func (v *IPVS) observe(w *datapath.Walk, p *datapath.Packet, a trace.Action, detail, before string) {
 	o := trace.Observation{Node: v.ns.Node, Netns: v.ns.Name, Stage: StageIn, Action: a,
-		Summary: datapath.Summarize(p.Frame()), Detail: detail}
+		Summary: p.Summary(), Detail: detail}
 	if before != "" {
 		o.Before, o.After = before, flow(p)
 	}
@@ -239,7 +239,7 @@ func (v *IPVS) reply(w *datapath.Walk, p *datapath.Packet, k pkt) datapath.Verdi
 	p.IPVSProperty = true
 	if p.Trace != nil {
 		o := trace.Observation{Node: v.ns.Node, Netns: v.ns.Name, Stage: StageOut, Action: trace.Rewritten,
-			Summary: datapath.Summarize(p.Frame()), Detail: "ip_vs_out: reply from " + ap(c.DAddr, c.DPort) + " as " + ap(c.VAddr, c.VPort),
+			Summary: p.Summary(), Detail: "ip_vs_out: reply from " + ap(c.DAddr, c.DPort) + " as " + ap(c.VAddr, c.VPort),
 			Before: before, After: flow(p)}
 		w.Observe(p, o)
 	}

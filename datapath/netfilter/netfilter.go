@@ -549,7 +549,7 @@ func (nf *Netfilter) masquerade(c *evalCtx, tg *target) bool {
 
 func (nf *Netfilter) observe(c *evalCtx, stage string, a trace.Action, detail string) {
 	o := trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: stage, Action: a,
-		Summary: datapath.Summarize(c.p.Frame()), Detail: detail}
+		Summary: c.p.Summary(), Detail: detail}
 	if c.in != nil {
 		o.Device = c.in.Name
 	} else if c.out != nil {
@@ -586,7 +586,7 @@ func (nf *Netfilter) finish(c *evalCtx, v verdict) datapath.Verdict {
 		stage, detail = t.Name+"/"+r.chain.Name, r.text
 	}
 	o := trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: stage, Action: trace.Dropped,
-		Summary: datapath.Summarize(p.Frame()), Detail: detail, Reason: reason.String()}
+		Summary: p.Summary(), Detail: detail, Reason: reason.String()}
 	w.Observe(p, o)
 	p.Release()
 	return datapath.VerdictStolen
@@ -705,6 +705,6 @@ func flowOf(p *datapath.Packet) string {
 
 func (nf *Netfilter) rewritten(w *datapath.Walk, p *datapath.Packet, s *natStage, what, before string) {
 	w.Observe(p, trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: "nat/" + s.hook.String(),
-		Action: trace.Rewritten, Summary: datapath.Summarize(p.Frame()), Detail: what,
+		Action: trace.Rewritten, Summary: p.Summary(), Detail: what,
 		Before: before, After: flowOf(p)})
 }

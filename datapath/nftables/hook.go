@@ -86,7 +86,7 @@ func (n *NFTables) runChain(c *ctx, base *Chain) vcode {
 
 func (n *NFTables) observe(c *ctx, ch *Chain, a trace.Action, detail string) {
 	o := trace.Observation{Node: n.ns.Node, Netns: n.ns.Name, Stage: "nft/" + ch.Name, Action: a,
-		Summary: datapath.Summarize(c.p.Frame()), Detail: detail}
+		Summary: c.p.Summary(), Detail: detail}
 	if d := inOut(c); d != nil {
 		o.Device = d.Name
 	}
@@ -121,7 +121,7 @@ func (n *NFTables) finish(c *ctx, v vcode) datapath.Verdict {
 		stage, detail = "nft/"+r.chain.Name, r.text(false)
 	}
 	o := trace.Observation{Node: n.ns.Node, Netns: n.ns.Name, Stage: stage, Action: trace.Dropped,
-		Summary: datapath.Summarize(p.Frame()), Detail: detail, Reason: reason.String()}
+		Summary: p.Summary(), Detail: detail, Reason: reason.String()}
 	if d := inOut(c); d != nil {
 		o.Device = d.Name
 	}

@@ -99,6 +99,24 @@ type Trace struct {
 	Capture bool
 	Obs     []Observation
 	packets int
+	// memo is the last summary Summary rendered, for memoFrame's bytes.
+	memo      string
+	memoFrame []byte
+	memoOK    bool
+}
+
+// Summary returns render(frame), the one-line summary of a frame, reusing
+// the last result when frame holds the same bytes as last time: most
+// observations of a hop see an unchanged frame, and render is a pure
+// function of the bytes, so they share one string.
+func (t *Trace) Summary(frame []byte, render func([]byte) string) string {
+	if t.memoOK && string(t.memoFrame) == string(frame) {
+		return t.memo
+	}
+	t.memo = render(frame)
+	t.memoFrame = append(t.memoFrame[:0], frame...)
+	t.memoOK = true
+	return t.memo
 }
 
 // NewPacketID returns a fresh packet number for this trace, starting at 1.
