@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/kubewalk/kubewalk/sim/packet"
@@ -85,7 +86,13 @@ func BenchmarkClusterIPFirstPacket(b *testing.B) {
 // BenchmarkClusterIPEstablished: a packet of an established connection to
 // the net/web ClusterIP (conntrack hit, no nat table, un-DNAT by the
 // entry), cross-node, tracing off.
-func BenchmarkClusterIPEstablished(b *testing.B) {
+func BenchmarkClusterIPEstablished(b *testing.B) { benchClusterIPEstablished(b, false) }
+
+// BenchmarkClusterIPEstablishedTraced is the same walk with tracing on:
+// every hop, rule match, rewrite and the encapsulation recorded.
+func BenchmarkClusterIPEstablishedTraced(b *testing.B) { benchClusterIPEstablished(b, true) }
+
+func benchClusterIPEstablished(b *testing.B, traced bool) {
 	r := serviceCluster(b, 0)
 	c, err := r.Client.Netns.DialTCP(r.Client.IP, r.Web.ClusterIP(), 40000, 80, 1, nil)
 	if err != nil {
@@ -106,7 +113,11 @@ func BenchmarkClusterIPEstablished(b *testing.B) {
 	nf := r.W1.Netfilter
 	l := r.Web2.Netns.TCPListener(80)
 	before, evals := l.Segments, nf.Evaluations
-	runPackets(b, r.Client.Netns, ip, nil, func() {
+	var tr *trace.Trace
+	if traced {
+		tr = &trace.Trace{}
+	}
+	runPackets(b, r.Client.Netns, ip, tr, func() {
 		if l.Segments-before != b.N {
 			b.Fatalf("net/web-2 got %d of %d segments", l.Segments-before, b.N)
 		}

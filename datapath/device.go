@@ -129,7 +129,8 @@ func (d *Device) drop(w *Walk, p *Packet, stage string, r DropReason, detail str
 }
 
 func ethDetail(p *Packet) string {
-	return p.SrcMAC().String() + " > " + p.DstMAC().String()
+	var b [37]byte
+	return string(p.DstMAC().appendTo(append(p.SrcMAC().appendTo(b[:0]), " > "...)))
 }
 
 // receive is the device's rx path: counters, rx stages, then the bridge

@@ -17,12 +17,14 @@ func Summarize(f []byte) string {
 
 // Summary is Summarize(p.Frame()). A traced packet's trace remembers the
 // last summary it made, so the observations of one hop, which mostly see
-// the same bytes, share one string.
+// the same bytes, share one string. The Ethernet addresses (the first 12
+// bytes) are not part of a summary: a frame the neighbour layer only
+// re-addressed keeps its summary.
 func (p *Packet) Summary() string {
 	if p.Trace == nil {
 		return Summarize(p.Frame())
 	}
-	return p.Trace.Summary(p.Frame(), Summarize)
+	return p.Trace.Summary(p.Frame(), 12, Summarize)
 }
 
 func appendAddr(b []byte, a []byte) []byte { return netip.AddrFrom4([4]byte(a)).AppendTo(b) }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -174,6 +175,9 @@ func FuzzSummarizeUnchanged(f *testing.F) {
 		if got, want := Summarize(frame), summarizeFmt(frame); got != want {
 			t.Fatalf("Summarize(% x)\n got %q\nwant %q", frame, got, want)
 		}
+		if got, want := Summarize(flipMACs(frame)), summarizeFmt(frame); got != want {
+			t.Fatalf("the Ethernet addresses changed the summary of % x: %q, not %q", frame, got, want)
+		}
 	})
 }
 
@@ -230,8 +234,34 @@ func summaryFrames() [][]byte {
 	return out
 }
 
+// flipMACs returns a copy of frame with its first 12 bytes inverted.
+func flipMACs(frame []byte) []byte {
+	c := append([]byte{}, frame...)
+	for i := 0; i < len(c) && i < 12; i++ {
+		c[i] = ^c[i]
+	}
+	return c
+}
+
 func TestSummarizeUnchanged(t *testing.T) {
 	for _, fr := range summaryFrames() {
 		require.Equal(t, summarizeFmt(fr), Summarize(fr), "% x", fr)
+		require.Equal(t, summarizeFmt(fr), Summarize(flipMACs(fr)), "the Ethernet addresses are not summarised (Packet.Summary's memo skips them): % x", fr)
 	}
+}
+
+func TestTraceSummaryMemo(t *testing.T) {
+	tr := &Trace{}
+	calls := 0
+	render := func(f []byte) string { calls++; return Summarize(f) }
+	f := append([]byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00}, udp(ipA, ipB, 1, 9, 64, []byte("x"))...)
+	s1 := tr.Summary(f, 12, render)
+	s2 := tr.Summary(flipMACs(f), 12, render)
+	assert.Equal(t, 1, calls, "only the addresses changed")
+	assert.Equal(t, s1, s2)
+	g := append([]byte{}, f...)
+	g[14+8]-- // the TTL
+	assert.NotEqual(t, s1, tr.Summary(g, 12, render))
+	assert.Equal(t, summarizeFmt(f[:len(f)-1]), tr.Summary(f[:len(f)-1], 12, render), "a shorter frame")
+	assert.Equal(t, 3, calls)
 }

@@ -650,9 +650,10 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 	if e == nil {
 		return datapath.VerdictContinue
 	}
-	var before string
+	// The flow before any rewrite, formatted only if there is one.
+	var before conntrack.Tuple
 	if p.Trace != nil {
-		before = flowOf(p)
+		before, _ = conntrack.TupleOf(p)
 	}
 	switch info {
 	case conntrack.Related, conntrack.RelatedReply:
@@ -703,8 +704,8 @@ func flowOf(p *datapath.Packet) string {
 	return t.Flow()
 }
 
-func (nf *Netfilter) rewritten(w *datapath.Walk, p *datapath.Packet, s *natStage, what, before string) {
+func (nf *Netfilter) rewritten(w *datapath.Walk, p *datapath.Packet, s *natStage, what string, before conntrack.Tuple) {
 	w.Observe(p, trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: "nat/" + s.hook.String(),
 		Action: trace.Rewritten, Summary: p.Summary(), Detail: what,
-		Before: before, After: flowOf(p)})
+		Before: before.Flow(), After: flowOf(p)})
 }

@@ -102,19 +102,25 @@ type Trace struct {
 	// memo is the last summary Summary rendered, for memoFrame's bytes.
 	memo      string
 	memoFrame []byte
+	memoLen   int
 	memoOK    bool
 }
 
 // Summary returns render(frame), the one-line summary of a frame, reusing
-// the last result when frame holds the same bytes as last time: most
-// observations of a hop see an unchanged frame, and render is a pure
-// function of the bytes, so they share one string.
-func (t *Trace) Summary(frame []byte, render func([]byte) string) string {
-	if t.memoOK && string(t.memoFrame) == string(frame) {
+// the last result when frame holds the same bytes as last time from byte
+// skip on: most observations of a hop see an unchanged frame, and render
+// is a pure function of those bytes (the caller says which leading bytes
+// it ignores, such as the Ethernet addresses), so they share one string.
+func (t *Trace) Summary(frame []byte, skip int, render func([]byte) string) string {
+	if skip > len(frame) {
+		skip = len(frame)
+	}
+	if t.memoOK && string(t.memoFrame) == string(frame[skip:]) && t.memoLen == len(frame) {
 		return t.memo
 	}
 	t.memo = render(frame)
-	t.memoFrame = append(t.memoFrame[:0], frame...)
+	t.memoFrame = append(t.memoFrame[:0], frame[skip:]...)
+	t.memoLen = len(frame)
 	t.memoOK = true
 	return t.memo
 }
