@@ -353,6 +353,7 @@ func (nf *Netfilter) attach(sets []*Shared) error {
 			t.loaded = true
 			nf.order = append(nf.order, t.Name)
 		}
+		nf.syncPassive(t) // built-in chains are the namespace's own; kept in step anyway
 	}
 	nf.gen++
 	return nil
@@ -423,6 +424,7 @@ func (nf *Netfilter) detach(t *Table) {
 	}
 	t.chains, t.base, t.views = chains, nil, nil
 	nf.gen++
+	nf.syncPassive(t)
 }
 
 // ident returns s's id, 0 for a nil s.
