@@ -252,6 +252,7 @@ func (ns *Netns) removeNeigh(e *neighEntry) {
 		return
 	}
 	delete(ns.neigh.m, e.key)
+	e.removed = true
 	ns.arp.gcDel(e)
 	ns.arp.entries--
 	for _, p := range e.queue {

@@ -70,6 +70,9 @@ type Device struct {
 	vx   *VXLAN   // vxlan
 
 	rx, tx hookList
+	// lastNeigh is the neighbour entry the device last transmitted to,
+	// looked at before the table (the cached neighbour of a dst_entry).
+	lastNeigh *neighEntry
 }
 
 // Netns returns the namespace the device lives in.

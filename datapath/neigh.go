@@ -89,6 +89,9 @@ type neighEntry struct {
 	trace  *Trace
 	parent int
 	srcIP  [4]byte
+	// removed is set when the entry leaves the table (removeNeigh); an
+	// entry never returns to it (a new one is created).
+	removed bool
 }
 
 func (e *neighEntry) usable() bool {
@@ -195,7 +198,7 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 		dev.transmit(w, p)
 		return
 	}
-	if nextHop == [4]byte{255, 255, 255, 255} || ns.bcast[nextHop] {
+	if _, bcast := ns.addrClass(nextHop); nextHop == [4]byte{255, 255, 255, 255} || bcast {
 		p.SetMACs(dev.MAC, BroadcastMAC)
 		dev.transmit(w, p)
 		return
@@ -205,7 +208,12 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 		ns.arp.catchUp(now)
 	}
 	k := mkNeighKey(dev.Index, nextHop)
-	e := ns.neigh.m[k]
+	e := dev.lastNeigh
+	if e == nil || e.key != k || e.removed {
+		if e = ns.neigh.m[k]; e != nil {
+			dev.lastNeigh = e
+		}
+	}
 	if e != nil {
 		ns.age(e)
 		if e.state == NeighStale {

@@ -56,6 +56,10 @@ type Netns struct {
 	owner   SocketOwner
 	lo      *Device
 	ipID    uint16
+	// addrGen changes with every change of local and bcast; dsts caches
+	// what destination addresses are to the namespace (dstcache.go).
+	addrGen uint64
+	dsts    [dstSlots]dstSlot
 	// nextIfindex allocates ifindexes per namespace, as dev_new_index does.
 	nextIfindex int
 }
@@ -165,6 +169,7 @@ func (ns *Netns) DeleteAddr(dev string, p netip.Prefix) error {
 	for i, a := range ns.addrs {
 		if a.Dev == d && a.Prefix == p {
 			ns.addrs = append(ns.addrs[:i], ns.addrs[i+1:]...)
+			ns.addrGen++
 			a4 := p.Addr().As4()
 			delete(ns.local, a4)
 			if p.Bits() < 31 {
@@ -250,6 +255,7 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 		}
 	}
 	ns.addrs = append(ns.addrs, Addr{Prefix: p, Dev: d, Secondary: secondary})
+	ns.addrGen++
 	ns.local[a4] = d
 	if d.Kind == KindLoopback {
 		return nil
@@ -479,7 +485,7 @@ func (ns *Netns) ipReceive(w *Walk, dev *Device, p *Packet) {
 func (ns *Netns) routeInput(w *Walk, dev *Device, p *Packet) {
 	ip := p.IPv4()
 	dst := [4]byte(ip[16:20])
-	if _, ok := ns.local[dst]; ok || ns.bcast[dst] || dst == [4]byte{255, 255, 255, 255} {
+	if local, bcast := ns.addrClass(dst); local || bcast || dst == [4]byte{255, 255, 255, 255} {
 		if !ns.runHook(w, Input, p, dev) {
 			return
 		}
@@ -495,7 +501,7 @@ func (ns *Netns) routeInput(w *Walk, dev *Device, p *Packet) {
 		ns.drop(w, p, dev, "route", ReasonForwardingOff, "not a local address and forwarding is off (ICMP host unreachable sent)")
 		return
 	}
-	r, ok := ns.Routes.Lookup(dst)
+	r, ok := ns.lookupRoute(dst)
 	if !ok || r.Type != route.Unicast {
 		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4NetUnreachable, 0)
 		ns.drop(w, p, dev, "route", ReasonNoRoute, "no route to "+addrString(dst)+" (ICMP net unreachable sent)")
@@ -606,11 +612,11 @@ func (ns *Netns) sendLocal(w *Walk, p *Packet) {
 func (ns *Netns) routeOutput(w *Walk, p *Packet) bool {
 	ip := p.IPv4()
 	dst := [4]byte(ip[16:20])
-	if _, ok := ns.local[dst]; ok || dst[0] == 127 {
+	if local, _ := ns.addrClass(dst); local || dst[0] == 127 {
 		p.OutDev, p.NextHop = ns.lo, dst
 		return true
 	}
-	r, ok := ns.Routes.Lookup(dst)
+	r, ok := ns.lookupRoute(dst)
 	if !ok || r.Type != route.Unicast {
 		ns.drop(w, p, nil, "route", ReasonNoRoute, "no route to "+addrString(dst)+" (connect: Network is unreachable)")
 		return false
@@ -675,7 +681,7 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 	if before == after {
 		return true
 	}
-	if r, ok := ns.Routes.Lookup(after); ok && r.Dev == b.dev.Index && !ns.IsLocal(after) {
+	if r, ok := ns.lookupRoute(after); ok && r.Dev == b.dev.Index && !ns.IsLocal(after) {
 		nh := nextHop(r, p.IPv4())
 		if e := ns.neigh.get(b.dev.Index, nh); e != nil && e.usable() {
 			// The neighbour's header is cached (neigh->hh): rewrite the
@@ -746,6 +752,7 @@ func (ns *Netns) removeDevice(d *Device) {
 	ns.devs = slices.DeleteFunc(ns.devs, func(x *Device) bool { return x == d })
 	delete(ns.byName, d.Name)
 	var kept []Addr
+	ns.addrGen++
 	for _, a := range ns.addrs {
 		if a.Dev == d {
 			delete(ns.local, a.Prefix.Addr().As4())

@@ -145,7 +145,13 @@ type Table struct {
 	byLen [33]map[uint32][]Route
 	lens  uint64 // bit i set when byLen[i] is non-empty
 	n     int
+	gen   uint64
 }
+
+// Gen is the table's generation: it changes whenever a route is added or
+// removed, so a cached Lookup answer taken at the same generation is still
+// the answer (the datapath's per-namespace destination cache relies on it).
+func (t *Table) Gen() uint64 { return t.gen }
 
 func key(a [4]byte, bits int) uint32 {
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
@@ -177,6 +183,7 @@ func (t *Table) Add(r Route) error {
 	t.byLen[bits][k] = rs
 	t.lens |= 1 << bits
 	t.n++
+	t.gen++
 	return nil
 }
 
@@ -227,6 +234,7 @@ func (t *Table) Delete(dst netip.Prefix, metric int) bool {
 				t.byLen[bits][k] = rs
 			}
 			t.n--
+			t.gen++
 			return true
 		}
 	}

@@ -1,0 +1,55 @@
+package datapath
+
+import "github.com/kubewalk/kubewalk/datapath/route"
+
+// The destination cache remembers, per namespace, what a destination
+// address is: one of its addresses, a broadcast address of one of its
+// subnets, and the route to it, as the kernel keeps a dst_entry with a
+// socket or in the FIB nexthop's cache instead of looking the tables up
+// for every packet. Every answer is taken from the tables and kept with
+// the generation they had then (addrGen for the addresses, Routes.Gen for
+// the routes), so a cached answer is the one the tables give now.
+
+// dstSlots is the size of the direct-mapped cache.
+const dstSlots = 16
+
+type dstSlot struct {
+	dst [4]byte
+	// agen and rgen are the generations plus one at which local, bcast
+	// and r, rok were taken; zero means not taken.
+	agen, rgen   uint64
+	local, bcast bool
+	rok          bool
+	r            *route.Route
+}
+
+func (ns *Netns) dstSlot(dst [4]byte) *dstSlot {
+	h := (uint32(dst[0])<<24 | uint32(dst[1])<<16 | uint32(dst[2])<<8 | uint32(dst[3])) * 0x9e3779b1
+	s := &ns.dsts[h>>28]
+	if s.dst != dst {
+		*s = dstSlot{dst: dst}
+	}
+	return s
+}
+
+// addrClass reports whether dst is one of the namespace's addresses and
+// whether it is a broadcast address of one of its subnets.
+func (ns *Netns) addrClass(dst [4]byte) (local, bcast bool) {
+	s := ns.dstSlot(dst)
+	if s.agen != ns.addrGen+1 {
+		_, s.local = ns.local[dst]
+		s.bcast = ns.bcast[dst]
+		s.agen = ns.addrGen + 1
+	}
+	return s.local, s.bcast
+}
+
+// lookupRoute is Routes.Lookup(dst) through the cache.
+func (ns *Netns) lookupRoute(dst [4]byte) (*route.Route, bool) {
+	s := ns.dstSlot(dst)
+	if g := ns.Routes.Gen() + 1; s.rgen != g {
+		s.r, s.rok = ns.Routes.Lookup(dst)
+		s.rgen = g
+	}
+	return s.r, s.rok
+}
