@@ -136,6 +136,7 @@ var proxyTables = [2]string{"filter", "nat"}
 func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
 	sh := c.proxyShare
 	if sh == nil || sh.gen != gen {
+		old := sh
 		// The rulesets of older generations are not asked for again:
 		// let them go.
 		sh = &proxyShare{gen: gen}
@@ -147,7 +148,13 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 			sh.rules = rules
 			for i, t := range proxyTables {
 				sh.input[i] = rules.RestoreInputTable(t)
-				s, err := netfilter.CompileShared(t, nil, sh.input[i])
+				// Only the chains that changed since the last
+				// generation compiled are parsed.
+				var like *netfilter.Shared
+				if old != nil {
+					like = old.fresh[i]
+				}
+				s, err := netfilter.CompileSharedLike(t, nil, like, sh.input[i])
 				if err != nil {
 					sh.unshareable = true
 					break
@@ -168,9 +175,13 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 		}
 		s, ok := sh.after[i][prev]
 		if !ok {
-			var err error
-			if s, err = netfilter.CompileShared(t, prev, sh.input[i]); err != nil {
-				s = nil
+			if prev.Input() == sh.input[i] {
+				s = prev // the same rules again (kube-proxy's periodic full sync)
+			} else {
+				var err error
+				if s, err = netfilter.CompileSharedLike(t, prev, sh.fresh[i], sh.input[i]); err != nil {
+					s = nil
+				}
 			}
 			sh.after[i][prev] = s
 		}

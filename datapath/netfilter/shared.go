@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -46,6 +47,11 @@ type Shared struct {
 	loops   bool
 	// covers memoizes Covers by ruleset id.
 	covers map[uint64]bool
+	// lines are the input's rule lines by chain (CompileSharedLike), nil
+	// when the input is not only declarations and -A lines.
+	lines map[string][]string
+	// reused counts the chains copied from like, not parsed (for tests).
+	reused int
 }
 
 // Covers reports whether loading s onto a table whose shared chains are b
@@ -53,8 +59,8 @@ type Shared struct {
 // after b, or s holds only the chains its input declares and those
 // include every chain of b (b's chains are all flushed and refilled).
 func (s *Shared) Covers(b *Shared) bool {
-	if b.ident() == s.prev {
-		return true
+	if b == s || b.ident() == s.prev {
+		return true // loading s again: the same input onto what it made
 	}
 	if len(s.names) != len(s.declared) {
 		return false // s keeps chains of the ruleset it was compiled after
@@ -93,6 +99,15 @@ var errDetach = errors.New("netfilter: the command writes a shared chain")
 // control-plane step).
 var sharedIDs uint64
 
+// Input returns the iptables-restore input s was compiled from ("" for a
+// nil s).
+func (s *Shared) Input() string {
+	if s == nil {
+		return ""
+	}
+	return s.input
+}
+
 // Table returns the name of the table the ruleset is for.
 func (s *Shared) Table() string { return s.table }
 
@@ -101,6 +116,51 @@ func (s *Shared) Table() string { return s.table }
 // Restore(input, RestoreOptions{Noflush: true, Counters: true}) would leave
 // it. Errors are Restore's, or ErrNotShareable.
 func CompileShared(table string, prev *Shared, input string) (*Shared, error) {
+	return CompileSharedLike(table, prev, nil, input)
+}
+
+// CompileSharedLike is CompileShared reusing the compiled rules of like
+// (a ruleset compiled before, typically the previous sync's) for every
+// chain whose rule lines in input are the same as in like's input: only
+// the chains that changed are parsed, so one endpoint change costs the
+// chains it touches, as kube-proxy's partial sync does.
+func CompileSharedLike(table string, prev, like *Shared, input string) (*Shared, error) {
+	lines, simple := chainLines(input)
+	if like == nil || like.table != table || !simple || like.lines == nil {
+		return compileShared(table, prev, nil, input, lines, simple)
+	}
+	s, err := compileShared(table, prev, like, input, lines, simple)
+	if err != nil {
+		// The exact error (its line) comes from the whole input.
+		return compileShared(table, prev, nil, input, lines, simple)
+	}
+	return s, nil
+}
+
+// chainLines groups the "-A CHAIN ..." lines of input by chain, in order,
+// and reports whether input holds nothing else than a table, chain
+// declarations without counters, such rules and COMMIT (what kube-proxy
+// writes), so that a chain's lines say all about it.
+func chainLines(input string) (map[string][]string, bool) {
+	out := map[string][]string{}
+	for line := range strings.SplitSeq(input, "\n") {
+		switch {
+		case line == "" || line == "COMMIT" || line[0] == '*':
+		case line[0] == ':':
+			if !strings.HasSuffix(line, " - [0:0]") {
+				return out, false
+			}
+		case strings.HasPrefix(line, "-A "):
+			name, _, _ := strings.Cut(line[3:], " ")
+			out[name] = append(out[name], line)
+		default:
+			return out, false
+		}
+	}
+	return out, true
+}
+
+func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, simple bool) (*Shared, error) {
 	if prev != nil && prev.table != table {
 		return nil, errorf("shared ruleset for table %s used as the previous one of %s", prev.table, table)
 	}
@@ -148,8 +208,48 @@ func CompileShared(table string, prev *Shared, input string) (*Shared, error) {
 			c.buildIndex()
 		}
 	}
+	// The chains whose lines are like's are not parsed: the input
+	// restored leaves their rules out, then they get copies of like's.
+	reuse := map[string]*Chain{}
+	if like != nil {
+		for name, ls := range lines {
+			if lc := like.chains[name]; lc != nil && declared[name] && slices.Equal(like.lines[name], ls) {
+				reuse[name] = lc
+			}
+		}
+		var b strings.Builder
+		for line := range strings.SplitSeq(input, "\n") {
+			if strings.HasPrefix(line, "-A ") {
+				name, _, _ := strings.Cut(line[3:], " ")
+				if reuse[name] != nil {
+					continue
+				}
+			}
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+		input = b.String()
+	}
 	if err := nf.Restore(input, RestoreOptions{Noflush: true, Counters: true}); err != nil {
 		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(reuse)) {
+		lc, c := reuse[name], t.chains[name]
+		if c == nil || len(c.rules) > 0 {
+			return nil, ErrNotShareable // cannot happen: declared, and its lines left out
+		}
+		c.rules = make([]*Rule, len(lc.rules))
+		for i, r := range lc.rules {
+			c.rules[i] = r.cloneInto(c, t.chains)
+			if r.target.chain != nil && c.rules[i].target.chain == nil {
+				return nil, ErrNotShareable // its target is not declared here
+			}
+		}
+		c.buildIndex()
+		s.reused++
+	}
+	if simple {
+		s.lines = lines
 	}
 	if t.base != nil {
 		return nil, ErrNotShareable

@@ -193,3 +193,35 @@ func TestCompileSharedRefuses(t *testing.T) {
 	require.ErrorAs(t, err, &pe, "a bad input fails as Restore does")
 	assert.Equal(t, 2, pe.Line)
 }
+
+// TestCompileSharedLikeReusesUnchangedChains: compiling after a similar
+// ruleset parses only the chains whose lines changed, and gives what
+// compiling from scratch gives (the same tables once loaded, the same
+// errors).
+func TestCompileSharedLikeReusesUnchangedChains(t *testing.T) {
+	s1, err := CompileShared(NAT, nil, kubeProxyInput(3, true))
+	require.NoError(t, err)
+	in2 := kubeProxyInput(2, true)
+	like, err := CompileSharedLike(NAT, nil, s1, in2)
+	require.NoError(t, err)
+	scratch, err := CompileShared(NAT, nil, in2)
+	require.NoError(t, err)
+	assert.Equal(t, 0, scratch.reused)
+	// KUBE-SVC-X changed (two endpoints now); KUBE-SERVICES, the
+	// masquerade chains, KUBE-SVC-Y and two KUBE-SEP chains did not.
+	assert.Equal(t, 6, like.reused)
+	var saves []string
+	for _, s := range []*Shared{like, scratch} {
+		nf := newNF(t)
+		ensureJumps(t, nf)
+		require.NoError(t, nf.RestoreShared(s))
+		saves = append(saves, nf.Save(SaveOptions{Counters: true}))
+	}
+	assert.Equal(t, saves[1], saves[0])
+
+	bad := strings.Replace(in2, "-A KUBE-SVC-Y -j KUBE-SEP-0", "-A KUBE-SVC-Y -j KUBE-SEP-9", 1)
+	_, err1 := CompileSharedLike(NAT, nil, s1, bad)
+	_, err2 := CompileShared(NAT, nil, bad)
+	require.Error(t, err2)
+	assert.Equal(t, err2, err1)
+}

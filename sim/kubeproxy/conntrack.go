@@ -84,10 +84,35 @@ func StaleUDPFlows(cfg Config, old, cur Snapshot) ([]StaleUDPFlow, error) {
 // finds stale flows from the endpoint maps it built for the sync, not by
 // regenerating its rules.
 func StaleUDPFlowsAfterSync(cfg Config, old, cur Snapshot) []StaleUDPFlow {
-	oldEps := buildEndpointsMap(&cfg, old.EndpointSlices)
-	newEps := buildEndpointsMap(&cfg, cur.EndpointSlices)
+	// Only Services with a UDP port can have stale flows: look at those
+	// and their slices alone (a cluster has thousands of TCP Services).
+	var udp []Service
+	names := map[[2]string]bool{}
+	for _, s := range cur.Services {
+		for _, p := range s.Ports {
+			if normProto(p.Protocol) == ProtocolUDP {
+				udp = append(udp, s)
+				names[[2]string{s.Namespace, s.Name}] = true
+				break
+			}
+		}
+	}
+	if len(udp) == 0 {
+		return nil
+	}
+	slicesOf := func(in []EndpointSlice) []EndpointSlice {
+		var out []EndpointSlice
+		for _, es := range in {
+			if names[[2]string{es.Namespace, es.ServiceName}] {
+				out = append(out, es)
+			}
+		}
+		return out
+	}
+	oldEps := buildEndpointsMap(&cfg, slicesOf(old.EndpointSlices))
+	newEps := buildEndpointsMap(&cfg, slicesOf(cur.EndpointSlices))
 	var out []StaleUDPFlow
-	for _, sp := range servicePorts(cur.Services) {
+	for _, sp := range servicePorts(udp) {
 		if sp.proto != ProtocolUDP {
 			continue
 		}
