@@ -82,7 +82,11 @@
 // "connect: connection timed out" after the SYN retries, "read: connection
 // reset by peer", "i/o timeout" (os.ErrDeadlineExceeded, a net.Error with
 // Timeout()). When no event is left that could make it complete, it
-// returns an *IdleError (also a timeout) instead of hanging the test.
+// returns an *IdleError (also a timeout) instead of hanging the test; so
+// does a call without a deadline that stays blocked for DefaultMaxBlocked
+// (24 h) of virtual time in a world that never idles (a write to a peer
+// that never reads: its zero window is probed forever), and
+// Cluster.Settle in such a world. SetMaxBlocked changes the bound.
 //
 // # Determinism
 //

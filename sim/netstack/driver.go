@@ -47,6 +47,10 @@ type driver struct {
 	// (a timer fired, a deadline passed).
 	kick bool
 
+	// maxBlocked bounds the virtual time a blocked call without a
+	// deadline drives for (0: DefaultMaxBlocked; < 0: no bound).
+	maxBlocked time.Duration
+
 	freeEvents []*vtimerEvent
 	// staleQueued counts stopped or re-armed timer events still in the
 	// engine's queue: they are foreground events that will never run.
@@ -207,10 +211,15 @@ func (d *driver) anyDirty() bool {
 
 // drive runs the world until done reports true (checked after each settle)
 // or nothing is left to run. Called with d.mu held and d.driving set.
-func (d *driver) drive(done func() bool) error {
+func (d *driver) drive(done func() bool, bounded bool) error {
 	limit := d.e.MaxEvents
 	if limit == 0 {
 		limit = 1_000_000
+	}
+	start := d.e.Now()
+	maxBlocked := d.maxBlocked
+	if maxBlocked == 0 {
+		maxBlocked = DefaultMaxBlocked
 	}
 	// The caller may have just started goroutines (do's f) or written
 	// without waking anything: give them a turn before the first look.
@@ -239,6 +248,9 @@ func (d *driver) drive(done func() bool) error {
 				continue
 			}
 		}
+		if bounded && maxBlocked > 0 && next-start > maxBlocked {
+			return &IdleError{At: d.e.Now(), Blocked: d.e.Now() - start}
+		}
 		if n >= limit {
 			return &datapath.ErrEventLimit{Events: n, At: d.e.Now()}
 		}
@@ -248,14 +260,14 @@ func (d *driver) drive(done func() bool) error {
 
 // driveLocked is drive holding driveMu: d.mu is released while waiting for
 // another world's drive to end.
-func (d *driver) driveLocked(done func() bool) error {
+func (d *driver) driveLocked(done func() bool, bounded bool) error {
 	if !driveMu.TryLock() {
 		d.mu.Unlock()
 		driveMu.Lock()
 		d.mu.Lock()
 	}
 	defer driveMu.Unlock()
-	return d.drive(done)
+	return d.drive(done, bounded)
 }
 
 // release ends a drive and wakes foreground calls waiting to take over.
@@ -294,7 +306,7 @@ func (d *driver) do(f func(), onIdle func()) error {
 			continue
 		}
 		d.driving = true
-		err := d.driveLocked(finished.Load)
+		err := d.driveLocked(finished.Load, true)
 		d.release()
 		if err == nil {
 			continue

@@ -30,13 +30,24 @@ func (e *Error) Error() string {
 // program would block forever here; a test gets this instead of a hang.
 // It is a timeout (net.Error), so code that handles i/o timeouts handles
 // it, and it reads as one.
+//
+// A world that never goes idle but never completes the call either (a
+// write to a peer that never reads, whose zero window is probed forever)
+// gives the same error after DefaultMaxBlocked of virtual time (see
+// SetMaxBlocked), with Blocked set.
 type IdleError struct {
-	// At is the virtual time the world went idle.
+	// At is the virtual time the world went idle, or the call gave up.
 	At time.Duration
+	// Blocked, when not zero, is how long the call was blocked in a world
+	// that did not go idle.
+	Blocked time.Duration
 }
 
 // Error implements the error interface.
 func (e *IdleError) Error() string {
+	if e.Blocked > 0 {
+		return "i/o timeout (blocked for " + e.Blocked.String() + " of virtual time at " + e.At.String() + " with no deadline; see netstack.SetMaxBlocked)"
+	}
 	return "i/o timeout (world idle at " + e.At.String() + ": nothing left that could answer)"
 }
 

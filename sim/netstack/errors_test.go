@@ -167,3 +167,72 @@ func TestSettleDrivesStacks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "hello", string(b))
 }
+
+// TestBlockedWriteGivesUp: a write to a peer that never reads blocks on a
+// zero window that is probed forever, so the world never idles; the write
+// returns after the world's bound on blocked calls (an i/o timeout), or at
+// its deadline, in virtual time.
+func TestBlockedWriteGivesUp(t *testing.T) {
+	w := newWeb(t, 1)
+	netstack.SetMaxBlocked(w.World, time.Hour)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			select {} // never reads
+		}
+	}()
+	c, err := w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer c.Close()
+
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(30*time.Second)))
+	start := w.World.Now()
+	n, err := c.Write(make([]byte, 16<<20))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Less(t, n, 16<<20, "the peer's window and the send buffer filled")
+	require.Equal(t, 30*time.Second, w.World.Now()-start)
+
+	require.NoError(t, c.SetWriteDeadline(time.Time{}))
+	start = w.World.Now()
+	_, err = c.Write(make([]byte, 1<<20))
+	var idle *netstack.IdleError
+	require.ErrorAs(t, err, &idle)
+	require.Greater(t, idle.Blocked, 50*time.Minute, "the zero-window probes back off to two minutes")
+	require.LessOrEqual(t, w.World.Now()-start, time.Hour)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout())
+	require.Contains(t, err.Error(), "i/o timeout (blocked for ")
+}
+
+// TestDeletedClientPod: the sockets of a pod that was deleted under them
+// fail as on a node whose pod network is gone, never hang: a read waits
+// out the retransmissions of what was written (ETIMEDOUT), a new dial
+// finds no route (ENETUNREACH).
+func TestDeletedClientPod(t *testing.T) {
+	w := newWeb(t, 1)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, w.DeletePod("net", "client"))
+	_, err = c.Write([]byte("hello"))
+	require.NoError(t, err, "the send buffer takes it")
+	_, err = c.Read(make([]byte, 10))
+	require.ErrorIs(t, err, syscall.ETIMEDOUT)
+	require.Contains(t, err.Error(), "read: connection timed out")
+	_, err = w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.ErrorIs(t, err, syscall.ENETUNREACH)
+}

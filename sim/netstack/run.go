@@ -29,7 +29,7 @@ func (d *driver) RunUntil(until time.Duration) error {
 	d.driving = true
 	defer d.release()
 	if until < 0 {
-		err := d.driveLocked(func() bool { return false })
+		err := d.driveLocked(func() bool { return false }, true)
 		var idle *IdleError
 		if errors.As(err, &idle) {
 			return nil
@@ -50,12 +50,31 @@ func (d *driver) RunUntil(until time.Duration) error {
 		}
 		next, ok := d.e.NextAt()
 		return !ok || next > until
-	})
+	}, false)
 	var idle *IdleError
 	if reached && errors.As(err, &idle) {
 		return nil
 	}
 	return err
+}
+
+// DefaultMaxBlocked is how long, in virtual time, a blocked call without a
+// deadline (or Cluster.Settle) drives a world that never goes idle before
+// it gives up with an *IdleError whose Blocked is set: a write to a peer
+// that never reads (its zero window is probed every two minutes, forever),
+// a read from a server that keeps sending keepalives. A real program would
+// block forever; a test gets an error. It is longer than the slowest
+// failure a socket reports by itself (keepalive's 2 h 11 min).
+const DefaultMaxBlocked = 24 * time.Hour
+
+// SetMaxBlocked sets the world's bound on the virtual time a blocked call
+// drives (DefaultMaxBlocked when d is 0; no bound when d < 0). Advance and
+// RunFor are not bounded: they stop at their own time.
+func SetMaxBlocked(w *sim.World, d time.Duration) {
+	dr := driverFor(w.Engine)
+	dr.lock()
+	dr.maxBlocked = d
+	dr.unlock()
 }
 
 // Do runs f on a new goroutine and drives the world until f returns: for

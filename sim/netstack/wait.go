@@ -111,7 +111,7 @@ func (s *Stack) wait(fg bool, q *waiter.Queue, mask waiter.EventMask, dl *deadli
 		}
 		if fg && !d.driving {
 			d.driving = true
-			err := d.driveLocked(func() bool { return ready() || dl.passed() || isClosed(stop) })
+			err := d.driveLocked(func() bool { return ready() || dl.passed() || isClosed(stop) }, true)
 			d.release()
 			if err != nil {
 				return err
