@@ -24,7 +24,7 @@ func serviceCluster(b *testing.B, extra int) *scenarios.Reference {
 // entry creation, the nat table walk, VXLAN. Reports rules evaluated per
 // packet on cka-w1 (every table and chain the SYN traverses there).
 func BenchmarkClusterIPFirstPacket(b *testing.B) {
-	for _, n := range []int{10, 1000, 10000} {
+	for _, n := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			r := serviceCluster(b, n-1)
 			nf := r.W1.Netfilter

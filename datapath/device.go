@@ -255,8 +255,8 @@ func (s *Segment) send(w *Walk, from *Device, p *Packet) {
 	// that was not (injected bytes, a Corrupt probe) is still verified.
 	p.scrub()
 	src, dst := p.SrcMAC(), p.DstMAC()
-	if !src.IsMulticast() {
-		s.fdb[src.key()] = from
+	if k := src.key(); !src.IsMulticast() && s.fdb[k] != from {
+		s.fdb[k] = from // learned or moved: a lookup is cheaper than a store
 	}
 	if !dst.IsMulticast() {
 		if to, ok := s.fdb[dst.key()]; ok {

@@ -31,11 +31,11 @@ const (
 type event struct {
 	at    time.Duration
 	seq   uint64
-	kind  eventKind
 	dev   *Device
 	ns    *Netns
 	pkt   *Packet
 	timer Timer
+	kind  eventKind
 	// bg marks a background event (a periodic heartbeat, a retry with
 	// backoff): it runs when its time comes but does not keep Run going.
 	bg bool
@@ -56,9 +56,12 @@ type Engine struct {
 	// frame to the next one at once). The order is still (time, sequence).
 	fifo  []event
 	fhead int
-	fg    int // queued events that are not background
-	rng   *rand.Rand
-	Pool  Pool
+	// headFifo says where head found the next event: the fifo's head
+	// (else the heap's top).
+	headFifo bool
+	fg       int // queued events that are not background
+	rng      *rand.Rand
+	Pool     Pool
 
 	// Walk is the context handed to stages.
 	walk Walk
@@ -178,6 +181,11 @@ func (e *Engine) next() event {
 	if !e.fifoFirst() {
 		return e.pop()
 	}
+	return e.takeFifo()
+}
+
+// takeFifo removes and returns the fifo's head.
+func (e *Engine) takeFifo() event {
 	ev := e.fifo[e.fhead]
 	e.fifo[e.fhead] = event{}
 	e.fhead++
@@ -238,8 +246,9 @@ func (e *Engine) NextAt() (time.Duration, bool) {
 func (e *Engine) head() *event {
 	for {
 		var ev *event
+		e.headFifo = e.fifoFirst()
 		switch {
-		case e.fifoFirst():
+		case e.headFifo:
 			ev = &e.fifo[e.fhead]
 		case len(e.queue) > 0:
 			ev = &e.queue[0]
@@ -296,9 +305,14 @@ func (e *Engine) Step() bool {
 	return true
 }
 
-// run removes the next event, which head found, and runs it.
+// run removes the next event, which head just found, and runs it.
 func (e *Engine) run() {
-	ev := e.next()
+	var ev event
+	if e.headFifo {
+		ev = e.takeFifo()
+	} else {
+		ev = e.pop()
+	}
 	if ev.at > e.now {
 		e.now = ev.at
 	}

@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"strings"
@@ -220,7 +221,10 @@ func (t *Table) Lookup(tu Tuple) (*Entry, bool, bool) {
 }
 
 // recentSlots is the size of the direct-mapped cache in front of the map.
-const recentSlots = 64
+const (
+	recentBits  = 6
+	recentSlots = 1 << recentBits
+)
 
 // recentSlot remembers which connection a tuple belonged to when last
 // looked up. It stays right while that connection lives: a confirmed
@@ -234,12 +238,9 @@ type recentSlot struct {
 }
 
 func (tu *Tuple) recentIndex() int {
-	h := (uint32(tu.Src[0])<<24 | uint32(tu.Src[1])<<16 | uint32(tu.Src[2])<<8 | uint32(tu.Src[3])) * 0x9e3779b1
-	h ^= (uint32(tu.Dst[0])<<24 | uint32(tu.Dst[1])<<16 | uint32(tu.Dst[2])<<8 | uint32(tu.Dst[3])) * 0x85ebca6b
-	h ^= (uint32(tu.Sport)<<16 | uint32(tu.Dport)) * 0xc2b2ae35
-	h ^= uint32(tu.Proto)
-	h ^= h >> 16
-	return int(h & (recentSlots - 1))
+	h := binary.LittleEndian.Uint32(tu.Src[:])*0x9e3779b1 ^ binary.LittleEndian.Uint32(tu.Dst[:])*0x85ebca6b ^
+		(uint32(tu.Sport)<<16|uint32(tu.Dport)^uint32(tu.Proto))*0xc2b2ae35
+	return int(h >> (32 - recentBits))
 }
 
 // find is the map lookup of tu (live or not), through the recent cache:

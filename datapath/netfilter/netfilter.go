@@ -650,6 +650,11 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 	if e == nil {
 		return datapath.VerdictContinue
 	}
+	if (info == conntrack.Established || info == conntrack.EstablishedReply) && e.Status&conntrack.StatusNATMask == 0 {
+		// Most packets: a connection of its own, neither NATed nor
+		// new, which nf_nat_packet leaves as it is.
+		return datapath.VerdictContinue
+	}
 	// The flow before any rewrite, formatted only if there is one.
 	var before conntrack.Tuple
 	if p.Trace != nil {
