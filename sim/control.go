@@ -60,6 +60,12 @@ type controlPlane struct {
 	proxy     *controller.Queue // one key: kube-proxy's sync on every node
 
 	lastProxySync map[string]time.Duration // node → its kube-proxy's last sync
+	// allQueued is the number of nodes (the first ones of Cluster.nodes)
+	// the last queueProxySync for all nodes queued, while none has
+	// synced since: queueing them again changes nothing (each is queued
+	// no later than it would be), so a burst of events queues each node
+	// once, not once per event.
+	allQueued int
 }
 
 func (c *Cluster) startControlPlane() error {
@@ -167,6 +173,10 @@ func (c *Cluster) queueProxySync(nodes ...string) {
 	}
 	c.snapGen++
 	if len(nodes) == 0 {
+		if cp.allQueued == len(c.nodes) && cp.allQueued > 0 {
+			return
+		}
+		cp.allQueued = len(c.nodes)
 		for _, n := range c.nodes {
 			nodes = append(nodes, n.Name)
 		}
@@ -184,6 +194,7 @@ func (c *Cluster) queueProxySync(nodes ...string) {
 
 // syncProxies is one node's kube-proxy syncing.
 func (c *Cluster) syncProxies(name string) (controller.Result, error) {
+	c.cp.allQueued = 0 // name has left the queue
 	n := c.Node(name)
 	if n == nil || n.Proxier == nil {
 		return controller.Result{}, nil

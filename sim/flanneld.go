@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -16,15 +18,38 @@ import (
 // is milliseconds).
 type flanneld struct {
 	leases map[string]flannel.Lease // node name → last lease seen
-	err    error
+	// cur holds the lease of every Node object that has one now, and
+	// names their names in order: what a starting flanneld's informer
+	// lists, without listing (and deep-copying) every Node per node.
+	cur   map[string]flannel.Lease
+	names []string
+	err   error
+}
+
+// setCurrent records the lease the Node named name has now (ok false:
+// none, or the Node is gone).
+func (f *flanneld) setCurrent(name string, l flannel.Lease, ok bool) {
+	i, found := slices.BinarySearch(f.names, name)
+	switch {
+	case ok && !found:
+		f.names = slices.Insert(f.names, i, name)
+	case !ok && found:
+		f.names = slices.Delete(f.names, i, i+1)
+	}
+	if ok {
+		f.cur[name] = l
+	} else {
+		delete(f.cur, name)
+	}
 }
 
 func (c *Cluster) watchFlannel() {
-	c.flannel = &flanneld{leases: map[string]flannel.Lease{}}
+	c.flannel = &flanneld{leases: map[string]flannel.Lease{}, cur: map[string]flannel.Lease{}}
 	c.API.Watch("Node", func(ev watch.Event) {
 		no := ev.Object.(*corev1.Node)
 		old, had := c.flannel.leases[no.Name]
 		if ev.Type == watch.Deleted {
+			c.flannel.setCurrent(no.Name, flannel.Lease{}, false)
 			if had {
 				delete(c.flannel.leases, no.Name)
 				for _, n := range c.nodes {
@@ -36,6 +61,7 @@ func (c *Cluster) watchFlannel() {
 			return
 		}
 		l, ok := flannel.LeaseFromNode(no.Name, no.Spec.PodCIDR, no.Annotations)
+		c.flannel.setCurrent(no.Name, l, ok)
 		if !ok || (had && l == old) {
 			return
 		}
@@ -60,12 +86,9 @@ func (c *Cluster) startFlanneld(n *Node) error {
 	if n.Flannel == nil {
 		return nil
 	}
-	for _, o := range c.API.List("Node", "") {
-		no := o.(*corev1.Node)
-		if l, ok := flannel.LeaseFromNode(no.Name, no.Spec.PodCIDR, no.Annotations); ok {
-			if err := n.Flannel.AddLease(l); err != nil {
-				return err
-			}
+	for _, name := range c.flannel.names {
+		if err := n.Flannel.AddLease(c.flannel.cur[name]); err != nil {
+			return err
 		}
 	}
 	err := c.flannel.err
