@@ -141,6 +141,18 @@
 // timeout is not caused by such a goroutine, short of a machine that
 // deschedules it for longer than that.
 //
+// # Where gVisor is not Linux
+//
+// The SYN options, the MSS (the device's MTU minus 40) and the initial
+// windows follow gVisor. A full data segment does not: once SACK is
+// negotiated (as Linux does by default, and as Attach sets), gVisor
+// leaves room in every segment for the largest options it could send, so
+// behind flannel (MSS 1410) a full segment carries 1370 bytes where
+// Linux, which counts only the options it sends (the 12-byte timestamp),
+// carries 1398 (TestMSSBehindFlannel). gVisor acks every segment it
+// receives at once where Linux delays ACKs, so a request and its answer
+// take four segments instead of two or three.
+//
 // Application hygiene still matters: a server that writes the wall-clock
 // time (net/http's automatic Date header) is not deterministic
 // (NginxHandler writes the virtual time); connections from Accept do not
