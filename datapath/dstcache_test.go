@@ -90,3 +90,33 @@ func TestNeighbourCacheForgetsRemovedEntries(t *testing.T) {
 	assert.Equal(t, 3, sink.Received, "resolved again")
 	assert.Greater(t, len(arps.frames), n+1, "an ARP request reached b")
 }
+
+func TestDeviceIndexAndVXLANPortFollowDeletes(t *testing.T) {
+	e := NewEngine(1)
+	ns := e.NewNetns("n", "host")
+	var devs []*Device
+	for _, n := range []string{"d0", "d1", "d2"} {
+		d, err := ns.AddDummy(n)
+		require.NoError(t, err)
+		devs = append(devs, d)
+	}
+	_, err := ns.AddNIC("eth0", MAC{2, 0, 0, 0, 0, 1}, 1500)
+	require.NoError(t, err)
+	vx, err := ns.AddVXLAN("flannel.1", VXLANConfig{VNI: 1, Port: 8472, Local: addr("192.168.122.21"), Dev: "eth0"})
+	require.NoError(t, err)
+	for _, d := range append(devs, vx, ns.lo) {
+		assert.Same(t, d, ns.devByIndex(d.Index), d.Name)
+	}
+	assert.Same(t, vx.VXLAN(), ns.vxlanFor(8472))
+	require.NoError(t, ns.DeleteDevice("d1"))
+	assert.Nil(t, ns.devByIndex(devs[1].Index), "deleted")
+	assert.Same(t, devs[2], ns.devByIndex(devs[2].Index))
+	assert.Nil(t, ns.devByIndex(0))
+	assert.Nil(t, ns.devByIndex(99))
+	require.NoError(t, ns.DeleteDevice("flannel.1"))
+	assert.Nil(t, ns.vxlanFor(8472), "no VXLAN device on the port")
+	vx2, err := ns.AddVXLAN("vxlan0", VXLANConfig{VNI: 2, Port: 8472, Local: addr("192.168.122.21")})
+	require.NoError(t, err, "the port is free again")
+	assert.Same(t, vx2.VXLAN(), ns.vxlanFor(8472))
+	assert.Greater(t, vx2.Index, vx.Index, "ifindexes are not reused")
+}

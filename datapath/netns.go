@@ -45,6 +45,11 @@ type Netns struct {
 	e       *Engine
 	devs    []*Device
 	byName  map[string]*Device
+	// byIndex holds the devices by ifindex (nil where one was deleted);
+	// vxlans the VXLAN devices, in creation order: the walk looks both up
+	// per packet, and a node's host namespace has a veth per pod.
+	byIndex []*Device
+	vxlans  []*VXLAN
 	addrs   []Addr
 	local   map[[4]byte]*Device
 	bcast   map[[4]byte]bool
@@ -107,6 +112,10 @@ func (ns *Netns) addDevice(name string, kind DeviceKind, mac MAC, mtu int) (*Dev
 	d := &Device{Name: name, Index: ns.nextIfindex, Kind: kind, MAC: mac, MTU: mtu, ns: ns}
 	ns.devs = append(ns.devs, d)
 	ns.byName[name] = d
+	for len(ns.byIndex) <= d.Index {
+		ns.byIndex = append(ns.byIndex, nil)
+	}
+	ns.byIndex[d.Index] = d
 	return d, nil
 }
 
@@ -339,12 +348,10 @@ func (ns *Netns) addRoute(s RouteSpec, replace bool) error {
 }
 
 func (ns *Netns) devByIndex(i int) *Device {
-	for _, d := range ns.devs {
-		if d.Index == i {
-			return d
-		}
+	if i < 0 || i >= len(ns.byIndex) {
+		return nil
 	}
-	return nil
+	return ns.byIndex[i]
 }
 
 // AddHookStage registers s on a netfilter hook at a priority; stages run in
@@ -750,6 +757,10 @@ func (ns *Netns) DeleteDevice(name string) error {
 func (ns *Netns) removeDevice(d *Device) {
 	d.up = false
 	ns.devs = slices.DeleteFunc(ns.devs, func(x *Device) bool { return x == d })
+	ns.byIndex[d.Index] = nil
+	if d.vx != nil {
+		ns.vxlans = slices.DeleteFunc(ns.vxlans, func(x *VXLAN) bool { return x == d.vx })
+	}
 	delete(ns.byName, d.Name)
 	var kept []Addr
 	ns.addrGen++

@@ -74,6 +74,7 @@ func (ns *Netns) AddVXLAN(name string, cfg VXLANConfig) (*Device, error) {
 		return nil, err
 	}
 	d.vx = &VXLAN{VXLANConfig: cfg, dev: d, fdb: map[uint64][4]byte{}, hashSeed: ns.e.rng.Uint32()}
+	ns.vxlans = append(ns.vxlans, d.vx)
 	return d, nil
 }
 
@@ -198,9 +199,9 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 
 // vxlanFor returns the VXLAN device bound to UDP port, or nil.
 func (ns *Netns) vxlanFor(port uint16) *VXLAN {
-	for _, d := range ns.devs {
-		if d.vx != nil && d.vx.Port == port {
-			return d.vx
+	for _, v := range ns.vxlans {
+		if v.Port == port {
+			return v
 		}
 	}
 	return nil
