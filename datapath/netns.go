@@ -42,9 +42,9 @@ type Netns struct {
 	Name, Node string
 	Sysctl     Sysctls
 
-	e       *Engine
-	devs    []*Device
-	byName  map[string]*Device
+	e      *Engine
+	devs   []*Device
+	byName map[string]*Device
 	// byIndex holds the devices by ifindex (nil where one was deleted);
 	// vxlans the VXLAN devices, in creation order: the walk looks both up
 	// per packet, and a node's host namespace has a veth per pod.
