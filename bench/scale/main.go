@@ -144,7 +144,9 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 	// full sync on every node with nothing changed.
 	runtime.GC()
 	t0 := time.Now()
-	last := c.Pods()[len(c.Pods())-1]
+	// The pod is an endpoint: the first of the group the last Service
+	// selects.
+	last := c.Pod("scale", fmt.Sprintf("pod-%06d", ((services-1)%groups)*endpoints))
 	if err := c.DeletePod(last.Spec.Namespace, last.Spec.Name); err != nil {
 		return err
 	}
