@@ -111,7 +111,9 @@ type Chain struct {
 func (c *Chain) Rules() []*Rule { return c.rules }
 
 // RuleCounters returns the packet and byte counters of the chain's i-th
-// rule (0-based), what iptables-save -c prints before it.
+// rule (0-based), what iptables-save -c prints before it. c must be a
+// chain as Table.Chain or Table.Chains return it (a namespace's view of a
+// shared chain holds the namespace's counters).
 func (c *Chain) RuleCounters(i int) (packets, bytes uint64) {
 	if c.ctr == nil {
 		return 0, 0

@@ -38,7 +38,9 @@ type Rule struct {
 // String returns the rule as iptables-save prints it, without counters.
 func (r *Rule) String() string { return r.text }
 
-// Chain returns the chain the rule is in.
+// Chain returns the chain the rule is in. For a rule of a Shared ruleset
+// that is the shared chain, which holds no namespace's counters: read
+// them from the namespace's Table.Chain(name).
 func (r *Rule) Chain() *Chain { return r.chain }
 
 // counter is a rule's or a policy's packet and byte count (struct
