@@ -154,6 +154,12 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 				if old != nil {
 					like = old.fresh[i]
 				}
+				if like != nil && like.Input() == sh.input[i] {
+					// The same text as the last generation's (an event that
+					// changed no rule): the same ruleset.
+					sh.fresh[i], sh.after[i] = like, map[*netfilter.Shared]*netfilter.Shared{}
+					continue
+				}
 				s, err := netfilter.CompileSharedLike(t, nil, like, sh.input[i])
 				if err != nil {
 					sh.unshareable = true
