@@ -34,8 +34,8 @@ type driver struct {
 
 	mu      sync.Mutex // the world lock
 	driving bool
-	// released is closed (and replaced) whenever a driver stops driving,
-	// so a waiting foreground call can take over.
+	// released, when a foreground call waits for it, is closed (and
+	// dropped) when the driver stops driving, so the call can take over.
 	released chan struct{}
 
 	stacks []*Stack
@@ -47,6 +47,8 @@ type driver struct {
 	// (a timer fired, a deadline passed).
 	kick bool
 
+	// procs is GOMAXPROCS, read when a drive starts.
+	procs int
 	// maxBlocked bounds the virtual time a blocked call without a
 	// deadline drives for (0: DefaultMaxBlocked; < 0: no bound).
 	maxBlocked time.Duration
@@ -98,7 +100,7 @@ func driverFor(e *datapath.Engine) *driver {
 	if d, ok := e.Value(driverKey{}).(*driver); ok {
 		return d
 	}
-	d := &driver{e: e, released: make(chan struct{})}
+	d := &driver{e: e}
 	e.SetValue(driverKey{}, d)
 	return d
 }
@@ -194,7 +196,7 @@ func (d *driver) parallelCheck() bool {
 // runs (nothing else can touch the run queue), so one round after a yield
 // suffices; with more, two.
 func (d *driver) quietRounds() int {
-	if runtime.GOMAXPROCS(0) == 1 {
+	if d.procs == 1 {
 		return 1
 	}
 	return 2
@@ -217,6 +219,7 @@ func (d *driver) drive(done func() bool, bounded bool) error {
 		limit = 1_000_000
 	}
 	start := d.e.Now()
+	d.procs = runtime.GOMAXPROCS(0)
 	maxBlocked := d.maxBlocked
 	if maxBlocked == 0 {
 		maxBlocked = DefaultMaxBlocked
@@ -236,7 +239,7 @@ func (d *driver) drive(done func() bool, bounded bool) error {
 			}
 			return &IdleError{At: d.e.Now()}
 		}
-		if next > d.e.Now() && runtime.GOMAXPROCS(0) > 1 {
+		if next > d.e.Now() && d.procs > 1 {
 			// A goroutine running on another processor may be about to
 			// act at the current instant. A long jump (to a timeout, a
 			// retransmission) gets the idle check's patience.
@@ -274,8 +277,19 @@ func (d *driver) driveLocked(done func() bool, bounded bool) error {
 // Called with d.mu held.
 func (d *driver) release() {
 	d.driving = false
-	close(d.released)
-	d.released = make(chan struct{})
+	if d.released != nil {
+		close(d.released)
+		d.released = nil
+	}
+}
+
+// releasedChan returns the channel the next release closes. Called with
+// d.mu held.
+func (d *driver) releasedChan() chan struct{} {
+	if d.released == nil {
+		d.released = make(chan struct{})
+	}
+	return d.released
 }
 
 // do runs f on a new goroutine and drives the world until f returns. If
@@ -294,7 +308,7 @@ func (d *driver) do(f func(), onIdle func()) error {
 		if d.driving {
 			// Someone else drives (f's caller is itself inside a
 			// drive): wait for f or for the driver to stop.
-			rel := d.released
+			rel := d.releasedChan()
 			d.mu.Unlock()
 			d.activity.Add(1)
 			select {

@@ -1,10 +1,10 @@
 package netstack
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // NginxVersion is the version the nginx-like server reports
@@ -42,26 +42,51 @@ gVisor TCP/IP stack on the simulated network.</p>
 // Content-Length, Last-Modified, ETag, Accept-Ranges); other paths give
 // nginx's 404 page; other methods 405.
 func NginxHandler(s *Stack) http.Handler {
-	return &nginx{s: s, modified: Epoch}
+	modified := Epoch
+	return &nginx{s: s,
+		lastModified: []string{modified.UTC().Format(http.TimeFormat)},
+		etag:         []string{`"` + strconv.FormatInt(modified.Unix(), 16) + "-" + strconv.FormatInt(int64(len(nginxWelcome)), 16) + `"`},
+	}
 }
+
+// Header values that do not change between responses, shared (net/http
+// only reads them).
+var (
+	nginxServer        = []string{NginxVersion}
+	nginxKeepAlive     = []string{"keep-alive"}
+	nginxHTML          = []string{"text/html"}
+	nginxWelcomeLength = []string{strconv.Itoa(len(nginxWelcome))}
+	nginxBytes         = []string{"bytes"}
+)
 
 type nginx struct {
-	s        *Stack
-	modified time.Time
+	s                  *Stack
+	lastModified, etag []string
+
+	// The Date header of the current virtual second, under the world
+	// lock.
+	dateSec int64
+	date    []string
 }
 
-func (n *nginx) now() time.Time {
-	n.s.d.lock()
-	defer n.s.d.unlock()
-	return Epoch.Add(n.s.d.e.Now())
+// dateHeader is the Date header for the world's current time.
+func (n *nginx) dateHeader() []string {
+	d := n.s.d
+	d.lock()
+	defer d.unlock()
+	now := Epoch.Add(d.e.Now())
+	if n.date == nil || now.Unix() != n.dateSec {
+		n.dateSec, n.date = now.Unix(), []string{now.UTC().Format(http.TimeFormat)}
+	}
+	return n.date
 }
 
 func (n *nginx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Server", NginxVersion)
-	h.Set("Date", n.now().UTC().Format(http.TimeFormat))
+	h["Server"] = nginxServer
+	h["Date"] = n.dateHeader()
 	if !strings.EqualFold(r.Header.Get("Connection"), "close") && r.ProtoAtLeast(1, 1) {
-		h.Set("Connection", "keep-alive")
+		h["Connection"] = nginxKeepAlive
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		n.page(w, r, http.StatusMethodNotAllowed, "405 Not Allowed")
@@ -71,14 +96,14 @@ func (n *nginx) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n.page(w, r, http.StatusNotFound, "404 Not Found")
 		return
 	}
-	h.Set("Content-Type", "text/html")
-	h.Set("Content-Length", strconv.Itoa(len(nginxWelcome)))
-	h.Set("Last-Modified", n.modified.UTC().Format(http.TimeFormat))
-	h.Set("ETag", `"`+strconv.FormatInt(n.modified.Unix(), 16)+"-"+strconv.FormatInt(int64(len(nginxWelcome)), 16)+`"`)
-	h.Set("Accept-Ranges", "bytes")
+	h["Content-Type"] = nginxHTML
+	h["Content-Length"] = nginxWelcomeLength
+	h["Last-Modified"] = n.lastModified
+	h["Etag"] = n.etag
+	h["Accept-Ranges"] = nginxBytes
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
-		_, _ = w.Write([]byte(nginxWelcome))
+		_, _ = io.WriteString(w, nginxWelcome)
 	}
 }
 

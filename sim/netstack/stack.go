@@ -45,9 +45,8 @@ type Stack struct {
 	// Trace.Capture is set.
 	Trace *trace.Trace
 
-	dirty   bool
-	closed  bool
-	scratch []byte
+	dirty  bool
+	closed bool
 }
 
 // Attach returns the stack owning ns's sockets, creating it. A new stack's
@@ -317,13 +316,11 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	s := l.s
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
-		b := s.scratch[:0]
-		for _, v := range pkt.AsSlices() {
-			b = append(b, v...)
-		}
-		s.scratch = b
+		v := pkt.ToView() // a pooled copy of the whole packet
 		p := s.ns.Engine().Pool.Get()
-		if !p.SetIPPacket(b) {
+		ok := p.SetIPPacket(v.AsSlice())
+		v.Release()
+		if !ok {
 			p.Release()
 			return n, &tcpip.ErrMessageTooLong{}
 		}

@@ -48,6 +48,14 @@ func (c *TCPConn) enter() {
 
 func (c *TCPConn) leave() {
 	c.s.dirty = true
+	c.leaveQuiet()
+}
+
+// leaveQuiet ends a call that cannot have handed the stack's processor
+// work (a read, a write, a deadline: gVisor sends what they make on the
+// caller's goroutine, and no segment arrives while the world lock is
+// held), so the next settle has no barrier to run for it.
+func (c *TCPConn) leaveQuiet() {
 	c.s.d.unlock()
 	c.s.d.activity.Add(1)
 }
@@ -63,7 +71,7 @@ func (c *TCPConn) opErr(op string, err error) error {
 // Read implements net.Conn.
 func (c *TCPConn) Read(b []byte) (int, error) {
 	c.enter()
-	defer c.leave()
+	defer c.leaveQuiet()
 	for {
 		if isClosed(c.closed) {
 			return 0, c.opErr("read", net.ErrClosed)
@@ -97,7 +105,7 @@ func (c *TCPConn) Read(b []byte) (int, error) {
 // Write implements net.Conn.
 func (c *TCPConn) Write(b []byte) (int, error) {
 	c.enter()
-	defer c.leave()
+	defer c.leaveQuiet()
 	n := 0
 	for {
 		if isClosed(c.closed) {
@@ -161,7 +169,7 @@ func (c *TCPConn) RemoteAddr() net.Addr { return c.raddr }
 // SetDeadline implements net.Conn, on the world's clock.
 func (c *TCPConn) SetDeadline(t time.Time) error {
 	c.enter()
-	defer c.leave()
+	defer c.leaveQuiet()
 	c.rd.set(c.s.d, t)
 	c.wd.set(c.s.d, t)
 	return nil
@@ -170,7 +178,7 @@ func (c *TCPConn) SetDeadline(t time.Time) error {
 // SetReadDeadline implements net.Conn, on the world's clock.
 func (c *TCPConn) SetReadDeadline(t time.Time) error {
 	c.enter()
-	defer c.leave()
+	defer c.leaveQuiet()
 	c.rd.set(c.s.d, t)
 	return nil
 }
@@ -178,7 +186,7 @@ func (c *TCPConn) SetReadDeadline(t time.Time) error {
 // SetWriteDeadline implements net.Conn, on the world's clock.
 func (c *TCPConn) SetWriteDeadline(t time.Time) error {
 	c.enter()
-	defer c.leave()
+	defer c.leaveQuiet()
 	c.wd.set(c.s.d, t)
 	return nil
 }

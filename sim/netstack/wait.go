@@ -120,7 +120,7 @@ func (s *Stack) wait(fg bool, q *waiter.Queue, mask waiter.EventMask, dl *deadli
 		}
 		var rel chan struct{}
 		if fg {
-			rel = d.released
+			rel = d.releasedChan()
 		}
 		dch := dl.done()
 		d.mu.Unlock()
