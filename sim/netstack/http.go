@@ -169,7 +169,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		x.stop()
 		return nil, err
 	}
-	resp.Body = &body{d: d, rc: resp.Body, x: x}
+	resp.Body = &body{d: d, rc: resp.Body, x: x, left: resp.ContentLength}
 	return resp, nil
 }
 
@@ -178,16 +178,48 @@ type body struct {
 	d  *driver
 	rc io.ReadCloser
 	x  *exchange
+	// left is what Content-Length says is still to come (-1: unknown);
+	// eof is set once a read returned io.EOF.
+	left int64
+	eof  bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
+	if b.eof || b.left == 0 {
+		// All of the body is in: net/http answers from its buffer (or
+		// with io.EOF) without touching the connection, so there is
+		// nothing to drive.
+		n, err := b.rc.Read(p)
+		return b.account(n, err)
+	}
 	var n int
 	var err error
-	if idle := b.d.do(func() { n, err = b.rc.Read(p) }, func() { b.x.cancel(nil) }); idle != nil {
+	f := func() {
+		n, err = b.rc.Read(p)
+		if err == nil && int64(n) == b.left && n < len(p) {
+			// The last bytes: read the io.EOF now too, in the same
+			// drive (it does not block).
+			var m int
+			m, err = b.rc.Read(p[n:])
+			n += m
+		}
+	}
+	if idle := b.d.do(f, func() { b.x.cancel(nil) }); idle != nil {
 		return n, idle
 	}
+	return b.account(n, err)
+}
+
+// account notes what a read returned and ends the exchange on an error
+// (the deadline's words when it passed).
+func (b *body) account(n int, err error) (int, error) {
+	if b.left > 0 {
+		b.left = max(b.left-int64(n), 0)
+	}
 	if err != nil {
-		if err != io.EOF && b.x.expired() {
+		if err == io.EOF {
+			b.eof = true
+		} else if b.x.expired() {
 			err = b.x.timeout(err, "body")
 		}
 		b.x.stop()
@@ -197,7 +229,11 @@ func (b *body) Read(p []byte) (int, error) {
 
 func (b *body) Close() error {
 	var err error
-	_ = b.d.do(func() { err = b.rc.Close() }, func() { b.x.cancel(nil) })
+	if b.eof {
+		err = b.rc.Close() // read to its end: nothing left to drive
+	} else {
+		_ = b.d.do(func() { err = b.rc.Close() }, func() { b.x.cancel(nil) })
+	}
 	b.x.stop()
 	return err
 }
