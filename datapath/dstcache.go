@@ -1,6 +1,10 @@
 package datapath
 
-import "github.com/kubewalk/kubewalk/datapath/route"
+import (
+	"encoding/binary"
+
+	"github.com/kubewalk/kubewalk/datapath/route"
+)
 
 // The destination cache remembers, per namespace, what a destination
 // address is: one of its addresses, a broadcast address of one of its
@@ -11,10 +15,13 @@ import "github.com/kubewalk/kubewalk/datapath/route"
 // the routes), so a cached answer is the one the tables give now.
 
 // dstSlots is the size of the direct-mapped cache.
-const dstSlots = 16
+const (
+	dstBits  = 4
+	dstSlots = 1 << dstBits
+)
 
 type dstSlot struct {
-	dst [4]byte
+	dst uint32 // the address, as binary.LittleEndian.Uint32 reads it
 	// agen and rgen are the generations plus one at which local, bcast
 	// and r, rok were taken; zero means not taken.
 	agen, rgen   uint64
@@ -24,10 +31,10 @@ type dstSlot struct {
 }
 
 func (ns *Netns) dstSlot(dst [4]byte) *dstSlot {
-	h := (uint32(dst[0])<<24 | uint32(dst[1])<<16 | uint32(dst[2])<<8 | uint32(dst[3])) * 0x9e3779b1
-	s := &ns.dsts[h>>28]
-	if s.dst != dst {
-		*s = dstSlot{dst: dst}
+	a := binary.LittleEndian.Uint32(dst[:])
+	s := &ns.dsts[(a*0x9e3779b1)>>(32-dstBits)]
+	if s.dst != a {
+		*s = dstSlot{dst: a}
 	}
 	return s
 }
