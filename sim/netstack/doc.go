@@ -31,8 +31,8 @@
 //
 // # Time
 //
-// Every gVisor timer (retransmission, delayed ACK, keepalive, TIME-WAIT,
-// SYN retries) is an event on the world's queue, fired in (time, sequence)
+// Every gVisor timer (retransmission, tail loss probe, keepalive,
+// TIME-WAIT, SYN retries) is an event on the world's queue, fired in (time, sequence)
 // order on the event loop; net.Conn deadlines (and so http.Server's
 // ReadTimeout, WriteTimeout and IdleTimeout), a DialContext context's
 // deadline, Transport.Timeout (the Timeout of HTTPClient), an
@@ -141,10 +141,18 @@
 // timeout is not caused by such a goroutine, short of a machine that
 // deschedules it for longer than that.
 //
+// Application hygiene still matters: a server that writes the wall-clock
+// time (net/http's automatic Date header) is not deterministic
+// (NginxHandler writes the virtual time); connections from Accept do not
+// implement CloseWrite, so net/http's server does not sleep its 500 ms of
+// wall-clock time after a "Connection: close" response; stop servers with
+// Close.
+//
 // # Where gVisor is not Linux
 //
-// The SYN options, the MSS (the device's MTU minus 40) and the initial
-// windows follow gVisor. A full data segment does not: once SACK is
+// The MSS a SYN offers is Linux's (the device's MTU minus 40); the rest
+// of the handshake (option order, window scale, initial window) is
+// gVisor's. A full data segment is smaller than Linux's: once SACK is
 // negotiated (as Linux does by default, and as Attach sets), gVisor
 // leaves room in every segment for the largest options it could send, so
 // behind flannel (MSS 1410) a full segment carries 1370 bytes where
@@ -152,11 +160,4 @@
 // carries 1398 (TestMSSBehindFlannel). gVisor acks every segment it
 // receives at once where Linux delays ACKs, so a request and its answer
 // take four segments instead of two or three.
-//
-// Application hygiene still matters: a server that writes the wall-clock
-// time (net/http's automatic Date header) is not deterministic
-// (NginxHandler writes the virtual time); connections from Accept do not
-// implement CloseWrite, so net/http's server does not sleep its 500 ms of
-// wall-clock time after a "Connection: close" response; stop servers with
-// Close.
 package netstack
