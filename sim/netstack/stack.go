@@ -103,7 +103,9 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 // over them by a hash of their addresses; with one, a stack handles its
 // segments in the order they were delivered whatever GOMAXPROCS is, and a
 // barrier has one goroutine to resume and park. GOMAXPROCS is set to one
-// for the call (two stops of the world, at Attach only) and put back.
+// for the call (two stops of the world, at Attach only) and put back; as
+// with any call to runtime.GOMAXPROCS, the runtime stops adjusting it to
+// the container's CPU limit afterwards.
 func newTCP(s *stack.Stack) stack.TransportProtocol {
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
