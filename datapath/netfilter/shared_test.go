@@ -155,7 +155,6 @@ func TestSharedRefusedAsRestore(t *testing.T) {
 	s, err := CompileShared(NAT, nil, in)
 	require.NoError(t, err)
 	var errs []string
-	var saves []string
 	for _, shared := range []bool{false, true} {
 		nf := newNF(t)
 		ensureJumps(t, nf)
@@ -170,7 +169,6 @@ func TestSharedRefusedAsRestore(t *testing.T) {
 		require.Error(t, err)
 		errs = append(errs, err.Error())
 		assert.Equal(t, before, nf.Save(SaveOptions{Counters: true}), "nothing changed")
-		saves = append(saves, before)
 	}
 	assert.Equal(t, errs[0], errs[1])
 	assert.Contains(t, errs[1], "DNAT target: used from hooks PREROUTING/INPUT/OUTPUT")

@@ -138,6 +138,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			in, x.from = max(v, 0), fromContext
 			// http.Client puts its Timeout in the request's context and,
 			// for a RoundTripper it does not know, sets Cancel too.
+			//lint:ignore SA1019 read, not set: it tells Client.Timeout from a caller's deadline
 			if req.Cancel != nil {
 				x.from = fromClient
 			}
