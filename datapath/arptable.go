@@ -59,6 +59,18 @@ type ARPTable struct {
 	head, tail   *neighEntry
 	lastFlush    time.Duration
 	nextPeriodic time.Duration
+	// mesh is the Mesh member VTEP among these namespaces, whose shared
+	// PERMANENT entries count as the table's own.
+	mesh *VXLAN
+}
+
+// total is tbl->entries: the entries of the namespaces and the mesh
+// entries their member VTEP shows.
+func (t *ARPTable) total() int {
+	if t.mesh != nil {
+		return t.entries + t.mesh.meshVisible()
+	}
+	return t.entries
 }
 
 func newARPTable(now time.Duration) *ARPTable {
@@ -71,7 +83,7 @@ func (ns *Netns) ARPTable() *ARPTable { return ns.arp }
 
 // Entries is the number of entries in the table, in every namespace of
 // the kernel (tbl->entries).
-func (t *ARPTable) Entries() int { return t.entries }
+func (t *ARPTable) Entries() int { return t.total() }
 
 func (t *ARPTable) gcAdd(e *neighEntry) {
 	if e.onGC {
@@ -140,7 +152,7 @@ func (e *neighEntry) periodicEligibleAt() time.Duration {
 // catchUp replays the periodic collector's runs due by now.
 func (t *ARPTable) catchUp(now time.Duration) {
 	for t.nextPeriodic <= now {
-		if t.entries < t.Thresh1 {
+		if t.total() < t.Thresh1 {
 			t.skipTo(now)
 			return
 		}
@@ -226,6 +238,9 @@ func (ns *Netns) newNeigh(k neighKey, dev *Device, st NeighState) *neighEntry {
 		confirmed: now - 2*ReachableTime}
 	ns.neigh.m[k] = e
 	t.entries++
+	if v := dev.vx; v != nil && v.mesh != nil {
+		v.mesh.claimNeigh(v, k.ip())
+	}
 	if st != NeighPermanent {
 		t.gcAdd(e)
 	}
@@ -253,6 +268,9 @@ func (ns *Netns) removeNeigh(e *neighEntry) {
 	}
 	delete(ns.neigh.m, e.key)
 	e.removed = true
+	if v := e.dev.vx; v != nil && v.mesh != nil {
+		v.mesh.unclaimNeigh(v, e.key.ip())
+	}
 	ns.arp.gcDel(e)
 	ns.arp.entries--
 	for _, p := range e.queue {

@@ -132,13 +132,38 @@ func (ns *Netns) Neighbors() []Neighbor {
 	for k := range ns.neigh.m {
 		keys = append(keys, k)
 	}
+	for _, v := range ns.vxlans {
+		if v.mesh == nil {
+			continue
+		}
+		for gw, e := range v.mesh.neigh {
+			if e.node != v.meshNode {
+				keys = append(keys, mkNeighKey(v.dev.Index, gw))
+			}
+		}
+	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		e := ns.neigh.m[k]
+		if e == nil {
+			d := ns.devByIndex(k.dev())
+			out = append(out, Neighbor{IP: netip.AddrFrom4(k.ip()), Dev: d.Name, MAC: d.vx.mesh.neigh[k.ip()].mac, State: NeighPermanent})
+			continue
+		}
 		ns.age(e)
 		out = append(out, Neighbor{IP: netip.AddrFrom4(k.ip()), Dev: e.dev.Name, MAC: e.mac, State: e.state})
 	}
 	return out
+}
+
+// unshareNeigh takes d's VTEP out of its mesh before a change to the
+// mesh's neighbour ip on it.
+func unshareNeigh(d *Device, ip [4]byte) {
+	if v := d.vx; v != nil && v.mesh != nil {
+		if _, ok := v.meshNeigh(ip); ok {
+			v.mesh.Detach(d)
+		}
+	}
 }
 
 func (ns *Netns) age(e *neighEntry) {
@@ -164,6 +189,7 @@ func (ns *Netns) SetNeigh(dev string, ip netip.Addr, mac MAC, state NeighState) 
 	}
 	k := mkNeighKey(d.Index, ip.As4())
 	ns.arp.catchUp(ns.e.now)
+	unshareNeigh(d, ip.As4())
 	e := ns.neigh.m[k]
 	if e == nil {
 		if e = ns.newNeigh(k, d, state); e == nil {
@@ -182,6 +208,7 @@ func (ns *Netns) DeleteNeigh(dev string, ip netip.Addr) bool {
 	if d == nil || !ip.Is4() {
 		return false
 	}
+	unshareNeigh(d, ip.As4())
 	e := ns.neigh.m[mkNeighKey(d.Index, ip.As4())]
 	if e == nil {
 		return false
@@ -210,6 +237,15 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 	k := mkNeighKey(dev.Index, nextHop)
 	e := dev.lastNeigh
 	if e == nil || e.key != k || e.removed {
+		if v := dev.vx; v != nil && v.mesh != nil {
+			// A mesh peer's PERMANENT entry (the VTEP holds no entry of
+			// its own for it).
+			if mac, ok := v.meshNeigh(nextHop); ok {
+				p.setNeighMACs(dev.MAC, mac)
+				dev.transmit(w, p)
+				return
+			}
+		}
 		if e = ns.neigh.m[k]; e != nil {
 			dev.lastNeigh = e
 		}
@@ -353,12 +389,19 @@ func (ns *Netns) arpReceive(w *Walk, dev *Device, p *Packet) {
 	k := mkNeighKey(dev.Index, a.SPA)
 	e := ns.neigh.m[k]
 	_, forUs := ns.local[a.TPA]
+	// A mesh peer's entry is PERMANENT: neither created nor updated.
+	meshed := false
+	if v := dev.vx; e == nil && v != nil && v.mesh != nil {
+		_, meshed = v.meshNeigh(a.SPA)
+	}
 	if a.Op == 1 && forUs {
 		// neigh_event_ns: a request for us creates or refreshes the
 		// sender (when the table has room; the reply goes out anyway).
 		if e == nil {
-			if e = ns.newNeigh(k, dev, NeighStale); e != nil {
-				e.mac = a.SHA
+			if !meshed {
+				if e = ns.newNeigh(k, dev, NeighStale); e != nil {
+					e.mac = a.SHA
+				}
 			}
 		} else if e.state != NeighPermanent {
 			if e.mac != a.SHA || e.state == NeighIncomplete || e.state == NeighFailed {

@@ -775,6 +775,9 @@ func (ns *Netns) removeDevice(d *Device) {
 		kept = append(kept, a)
 	}
 	ns.addrs = kept
+	if d.vx != nil && d.vx.mesh != nil {
+		d.vx.mesh.Detach(d)
+	}
 	ns.Routes.DeleteDev(d.Index)
 	for k, e := range ns.neigh.m {
 		if k.dev() == d.Index {

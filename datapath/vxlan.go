@@ -36,6 +36,17 @@ type VXLAN struct {
 	dev      *Device
 	fdb      map[uint64][4]byte
 	hashSeed uint32
+	// mesh is the Mesh this VTEP is a member of, as meshNode's; the
+	// meshX fields cache its last neighbour and FDB answers at a mesh
+	// generation (plus one).
+	mesh              *Mesh
+	meshNode          string
+	meshGen, meshFGen uint64
+	meshIP            [4]byte
+	meshMAC           MAC
+	meshOK, meshFOK   bool
+	meshFKey          uint64
+	meshFDst          [4]byte
 }
 
 // AddVXLAN creates a VXLAN device (`ip link add NAME type vxlan id VNI
@@ -89,18 +100,44 @@ func (v *VXLAN) AddFDB(mac MAC, dst netip.Addr) error {
 	if !dst.Is4() {
 		return &ConfigError{Op: "fdb append", Object: mac.String(), Reason: "dst must be IPv4"}
 	}
+	v.unshareFDB(mac.key())
 	v.fdb[mac.key()] = dst.As4()
+	if v.mesh != nil {
+		v.mesh.claimFDB(v, mac.key())
+	}
 	return nil
 }
 
 // DeleteFDB removes the entry for mac.
-func (v *VXLAN) DeleteFDB(mac MAC) { delete(v.fdb, mac.key()) }
+func (v *VXLAN) DeleteFDB(mac MAC) {
+	v.unshareFDB(mac.key())
+	delete(v.fdb, mac.key())
+	if v.mesh != nil {
+		v.mesh.unclaimFDB(v, mac.key())
+	}
+}
+
+// unshareFDB takes v out of its mesh before a change to the mesh's entry k.
+func (v *VXLAN) unshareFDB(k uint64) {
+	if v.mesh != nil {
+		if _, ok := v.meshDst(k); ok {
+			v.mesh.Detach(v.dev)
+		}
+	}
+}
 
 // FDB lists the entries sorted by MAC.
 func (v *VXLAN) FDB() []VXLANFDBEntry {
 	out := make([]VXLANFDBEntry, 0, len(v.fdb))
 	for m, a := range v.fdb {
 		out = append(out, VXLANFDBEntry{MAC: macFromKey(m), Dst: netip.AddrFrom4(a)})
+	}
+	if v.mesh != nil {
+		for m, e := range v.mesh.fdb {
+			if e.node != v.meshNode {
+				out = append(out, VXLANFDBEntry{MAC: macFromKey(m), Dst: netip.AddrFrom4(e.dst)})
+			}
+		}
 	}
 	slices.SortFunc(out, func(a, b VXLANFDBEntry) int { return slices.Compare(a.MAC[:], b.MAC[:]) })
 	return out
@@ -155,6 +192,9 @@ func (v *VXLAN) srcPort(inner []byte) uint16 {
 func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	ns := v.dev.ns
 	dst, ok := v.fdb[p.DstMAC().key()]
+	if !ok && v.mesh != nil {
+		dst, ok = v.meshDst(p.DstMAC().key())
+	}
 	if !ok {
 		v.dev.drop(w, p, "vxlan", ReasonNoVXLANDestination, "no fdb entry for "+p.DstMAC().String())
 		return
@@ -230,6 +270,7 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 	}
 	outer := EthHdrLen + ip.HeaderLength()
 	if v.Learning {
+		v.unshareFDB(MAC(l4[16+6 : 16+12]).key())
 		v.fdb[MAC(l4[16+6:16+12]).key()] = [4]byte(ip[12:16])
 	}
 	p.TrimFront(int(outer) + 16)

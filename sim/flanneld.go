@@ -24,6 +24,30 @@ type flanneld struct {
 	cur   map[string]flannel.Lease
 	names []string
 	err   error
+	// differ counts the names whose lease in cur is not the one in
+	// leases (one has it, the other not, or they differ): while it is 0,
+	// what a starting flanneld lists is what the others hold.
+	differ int
+}
+
+// differs reports whether name's current lease is not its programmed one.
+func (f *flanneld) differs(name string) bool {
+	a, okA := f.cur[name]
+	b, okB := f.leases[name]
+	return okA != okB || a != b
+}
+
+// track runs change, keeping differ right for name.
+func (f *flanneld) track(name string, change func()) {
+	before := f.differs(name)
+	change()
+	if after := f.differs(name); after != before {
+		if after {
+			f.differ++
+		} else {
+			f.differ--
+		}
+	}
 }
 
 // setCurrent records the lease the Node named name has now (ok false:
@@ -47,35 +71,31 @@ func (c *Cluster) watchFlannel() {
 	c.flannel = &flanneld{leases: map[string]flannel.Lease{}, cur: map[string]flannel.Lease{}}
 	c.API.Watch("Node", func(ev watch.Event) {
 		no := ev.Object.(*corev1.Node)
-		old, had := c.flannel.leases[no.Name]
+		f := c.flannel
+		old, had := f.leases[no.Name]
 		if ev.Type == watch.Deleted {
-			c.flannel.setCurrent(no.Name, flannel.Lease{}, false)
-			if had {
-				delete(c.flannel.leases, no.Name)
-				for _, n := range c.nodes {
-					if n.Flannel != nil {
-						n.Flannel.RemoveLease(old)
-					}
+			f.track(no.Name, func() {
+				f.setCurrent(no.Name, flannel.Lease{}, false)
+				if had {
+					delete(f.leases, no.Name)
 				}
+			})
+			if had {
+				c.Flannel.RemoveLease(old)
 			}
 			return
 		}
 		l, ok := flannel.LeaseFromNode(no.Name, no.Spec.PodCIDR, no.Annotations)
-		c.flannel.setCurrent(no.Name, l, ok)
+		f.track(no.Name, func() { f.setCurrent(no.Name, l, ok) })
 		if !ok || (had && l == old) {
 			return
 		}
-		c.flannel.leases[no.Name] = l
-		for _, n := range c.nodes {
-			if n.Flannel == nil {
-				continue
-			}
-			if had {
-				n.Flannel.RemoveLease(old)
-			}
-			if err := n.Flannel.AddLease(l); err != nil && c.flannel.err == nil {
-				c.flannel.err = err
-			}
+		f.track(no.Name, func() { f.leases[no.Name] = l })
+		if had {
+			c.Flannel.RemoveLease(old)
+		}
+		if err := c.Flannel.AddLease(l); err != nil && f.err == nil {
+			f.err = err
 		}
 	})
 }
@@ -86,10 +106,16 @@ func (c *Cluster) startFlanneld(n *Node) error {
 	if n.Flannel == nil {
 		return nil
 	}
-	for _, name := range c.flannel.names {
-		if err := n.Flannel.AddLease(c.flannel.cur[name]); err != nil {
-			return err
+	f := c.flannel
+	list := func() []flannel.Lease {
+		leases := make([]flannel.Lease, 0, len(f.names))
+		for _, name := range f.names {
+			leases = append(leases, f.cur[name])
 		}
+		return leases
+	}
+	if err := c.Flannel.Join(n.Flannel, list, f.differ == 0); err != nil {
+		return err
 	}
 	err := c.flannel.err
 	c.flannel.err = nil

@@ -146,12 +146,26 @@ type Table struct {
 	lens  uint64 // bit i set when byLen[i] is non-empty
 	n     int
 	gen   uint64
+	// shared, when set, is a table of routes this one holds too (all but
+	// the one at skip), without copies: see Shared.
+	shared *Shared
+	skip   netip.Prefix
+	// unshare is called before a change to this table would touch a
+	// route it holds through shared; it must copy them in (Unshare).
+	unshare func()
 }
 
 // Gen is the table's generation: it changes whenever a route is added or
 // removed, so a cached Lookup answer taken at the same generation is still
 // the answer (the datapath's per-namespace destination cache relies on it).
-func (t *Table) Gen() uint64 { return t.gen }
+// A route of a shared table changing changes the generation of every
+// table that holds it.
+func (t *Table) Gen() uint64 {
+	if t.shared != nil {
+		return t.gen + t.shared.gen
+	}
+	return t.gen
+}
 
 func key(a [4]byte, bits int) uint32 {
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
@@ -167,6 +181,7 @@ func (t *Table) Add(r Route) error {
 	if err := check(&r); err != nil {
 		return err
 	}
+	t.touch(r.Dst)
 	bits := r.Dst.Bits()
 	k := key(r.Dst.Addr().As4(), bits)
 	if t.byLen[bits] == nil {
@@ -184,6 +199,9 @@ func (t *Table) Add(r Route) error {
 	t.lens |= 1 << bits
 	t.n++
 	t.gen++
+	if t.shared != nil {
+		t.shared.claim(t, r.Dst)
+	}
 	return nil
 }
 
@@ -217,7 +235,11 @@ func check(r *Route) error {
 // first one). It reports whether a route was removed.
 func (t *Table) Delete(dst netip.Prefix, metric int) bool {
 	bits := dst.Bits()
-	if bits < 0 || t.byLen[bits] == nil {
+	if bits < 0 {
+		return false
+	}
+	t.touch(dst)
+	if t.byLen[bits] == nil {
 		return false
 	}
 	k := key(dst.Addr().As4(), bits)
@@ -235,6 +257,9 @@ func (t *Table) Delete(dst netip.Prefix, metric int) bool {
 			}
 			t.n--
 			t.gen++
+			if t.shared != nil && len(rs) == 0 {
+				t.shared.unclaim(t, dst)
+			}
 			return true
 		}
 	}
@@ -244,6 +269,9 @@ func (t *Table) Delete(dst netip.Prefix, metric int) bool {
 // DeleteDev removes every route through device index dev (what the kernel
 // does when a device goes away).
 func (t *Table) DeleteDev(dev int) {
+	if t.shared != nil && t.shared.n > 0 && t.shared.Dev == dev {
+		t.unshareNow()
+	}
 	for _, r := range t.List() {
 		if r.Dev == dev {
 			t.Delete(r.Dst, r.Metric)
@@ -254,7 +282,7 @@ func (t *Table) DeleteDev(dev int) {
 // Get returns the route for exactly dst with the given metric.
 func (t *Table) Get(dst netip.Prefix, metric int) (Route, bool) {
 	bits := dst.Bits()
-	if bits < 0 || !dst.Addr().Is4() || t.byLen[bits] == nil {
+	if bits < 0 || !dst.Addr().Is4() {
 		return Route{}, false
 	}
 	for _, r := range t.byLen[bits][key(dst.Addr().As4(), bits)] {
@@ -262,12 +290,18 @@ func (t *Table) Get(dst netip.Prefix, metric int) (Route, bool) {
 			return r, true
 		}
 	}
+	if r := t.sharedAt(dst); r != nil && r.Metric == metric {
+		return *r, true
+	}
 	return Route{}, false
 }
 
 // Lookup returns the best route to dst: longest prefix, then lowest metric.
 // The returned pointer is valid until the table is next modified.
 func (t *Table) Lookup(dst [4]byte) (*Route, bool) {
+	if t.shared != nil {
+		return t.lookupShared(dst)
+	}
 	lens := t.lens
 	for bits := 32; bits >= 0; bits-- {
 		if lens&(1<<bits) == 0 {
@@ -280,17 +314,60 @@ func (t *Table) Lookup(dst [4]byte) (*Route, bool) {
 	return nil, false
 }
 
+// lookupShared is Lookup over this table's routes and the shared ones it
+// holds: the longest prefix of either; for one prefix in both (a route of
+// this table with a higher metric than the shared one's 0), the lowest
+// metric.
+func (t *Table) lookupShared(dst [4]byte) (*Route, bool) {
+	s := t.shared
+	lens := t.lens | s.lens
+	for bits := 32; bits >= 0; bits-- {
+		if lens&(1<<bits) == 0 {
+			continue
+		}
+		k := key(dst, bits)
+		rs, ok := t.byLen[bits][k]
+		if sr := s.byLen[bits][k]; sr != nil && !(t.skip.IsValid() && t.skip == sr.Dst) {
+			if !ok || sr.Metric <= rs[0].Metric {
+				return sr, true
+			}
+		}
+		if ok {
+			return &rs[0], true
+		}
+	}
+	return nil, false
+}
+
 // Len is the number of routes.
-func (t *Table) Len() int { return t.n }
+func (t *Table) Len() int {
+	n := t.n
+	if t.shared != nil {
+		n += t.shared.n
+		if t.skip.IsValid() && t.shared.has(t.skip) {
+			n--
+		}
+	}
+	return n
+}
 
 // List returns the routes in the order `ip route show` prints them: by
 // destination address, shorter prefixes first for the same address, then
 // by metric.
 func (t *Table) List() []Route {
-	out := make([]Route, 0, t.n)
+	out := make([]Route, 0, t.Len())
 	for _, m := range t.byLen {
 		for _, rs := range m {
 			out = append(out, rs...)
+		}
+	}
+	if s := t.shared; s != nil {
+		for _, m := range s.byLen {
+			for _, r := range m {
+				if r.Dst != t.skip {
+					out = append(out, *r)
+				}
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Route) int {
@@ -303,4 +380,185 @@ func (t *Table) List() []Route {
 		return cmp.Compare(a.Metric, b.Metric)
 	})
 	return out
+}
+
+// touch is called before a change at dst: when dst is a shared route this
+// table holds, the table takes its own copies first (copy on write).
+func (t *Table) touch(dst netip.Prefix) {
+	if t.shared != nil && t.sharedAt(dst) != nil {
+		t.unshareNow()
+	}
+}
+
+func (t *Table) unshareNow() {
+	if t.unshare != nil {
+		t.unshare()
+	} else {
+		t.Unshare()
+	}
+}
+
+// sharedAt is the shared route for exactly dst this table holds, or nil.
+func (t *Table) sharedAt(dst netip.Prefix) *Route {
+	if t.shared == nil || !dst.IsValid() || !dst.Addr().Is4() || (t.skip.IsValid() && dst == t.skip) {
+		return nil
+	}
+	bits := dst.Bits()
+	return t.shared.byLen[bits][key(dst.Addr().As4(), bits)]
+}
+
+// Shared is a set of routes (one per destination, metric 0) that many
+// tables hold without a copy each: flannel's mesh, where every node routes
+// every other node's subnet the same way. A table attached to it (Share)
+// answers Lookup, Get, List and Len as if it held each shared route but
+// the one at its skip prefix; a change to the table at a shared
+// destination first gives the table its own copies (Unshare), as does a
+// shared route appearing where the table has one of its own.
+type Shared struct {
+	// Dev is the output device index of the shared routes: deleting it
+	// from a table (DeleteDev) unshares first.
+	Dev    int
+	byLen  [33]map[uint32]*Route
+	lens   uint64
+	n      int
+	gen    uint64
+	claims map[netip.Prefix][]*Table
+}
+
+func (s *Shared) has(dst netip.Prefix) bool {
+	bits := dst.Bits()
+	return bits >= 0 && s.byLen[bits][key(dst.Addr().As4(), bits)] != nil
+}
+
+func (s *Shared) claim(t *Table, dst netip.Prefix) {
+	if s.claims == nil {
+		s.claims = map[netip.Prefix][]*Table{}
+	}
+	if !slices.Contains(s.claims[dst], t) {
+		s.claims[dst] = append(s.claims[dst], t)
+	}
+}
+
+func (s *Shared) unclaim(t *Table, dst netip.Prefix) {
+	c := slices.DeleteFunc(s.claims[dst], func(x *Table) bool { return x == t })
+	if len(c) == 0 {
+		delete(s.claims, dst)
+	} else {
+		s.claims[dst] = c
+	}
+}
+
+// Put adds or replaces the shared route for r.Dst (metric 0). Tables
+// holding it that have a route of their own for r.Dst are unshared first,
+// so that they see what `ip route replace` would have made of theirs.
+func (s *Shared) Put(r Route) error {
+	if err := check(&r); err != nil {
+		return err
+	}
+	r.Metric = 0
+	for _, t := range slices.Clone(s.claims[r.Dst]) {
+		if !(t.skip.IsValid() && t.skip == r.Dst) {
+			t.unshareNow()
+		}
+	}
+	bits := r.Dst.Bits()
+	k := key(r.Dst.Addr().As4(), bits)
+	if s.byLen[bits] == nil {
+		s.byLen[bits] = map[uint32]*Route{}
+	}
+	if s.byLen[bits][k] == nil {
+		s.n++
+	}
+	s.byLen[bits][k] = &r
+	s.lens |= 1 << bits
+	s.gen++
+	return nil
+}
+
+// Remove deletes the shared route for dst, reporting whether there was one.
+func (s *Shared) Remove(dst netip.Prefix) bool {
+	if !s.has(dst) {
+		return false
+	}
+	bits := dst.Bits()
+	delete(s.byLen[bits], key(dst.Addr().As4(), bits))
+	if len(s.byLen[bits]) == 0 {
+		s.lens &^= 1 << bits
+	}
+	s.n--
+	s.gen++
+	return true
+}
+
+// Get returns the shared route for exactly dst.
+func (s *Shared) Get(dst netip.Prefix) (Route, bool) {
+	if !dst.IsValid() || !dst.Addr().Is4() || !s.has(dst) {
+		return Route{}, false
+	}
+	bits := dst.Bits()
+	return *s.byLen[bits][key(dst.Addr().As4(), bits)], true
+}
+
+// Len is the number of shared routes.
+func (s *Shared) Len() int { return s.n }
+
+// Share makes t hold s's routes except the one for skip (invalid: none).
+// unshare, when not nil, is called instead of Unshare when a change needs
+// t to have its own copies (its owner copies other shared state too).
+func (t *Table) Share(s *Shared, skip netip.Prefix, unshare func()) {
+	t.shared, t.skip, t.unshare = s, skip, unshare
+	t.gen++
+	for _, m := range t.byLen {
+		for _, rs := range m {
+			s.claim(t, rs[0].Dst)
+		}
+	}
+}
+
+// SetSkip changes the shared route t does not hold.
+func (t *Table) SetSkip(skip netip.Prefix) {
+	if t.skip != skip {
+		t.skip = skip
+		t.gen++
+	}
+}
+
+// Shared reports whether t holds a Shared table's routes.
+func (t *Table) Shared() bool { return t.shared != nil }
+
+// Unshare gives t its own copy of every shared route it holds and detaches
+// it from the shared table: nothing it shows or answers changes.
+func (t *Table) Unshare() {
+	s := t.shared
+	if s == nil {
+		return
+	}
+	g := t.Gen()
+	var own []Route
+	for _, m := range s.byLen {
+		for _, r := range m {
+			if r.Dst != t.skip {
+				own = append(own, *r)
+			}
+		}
+	}
+	for _, m := range t.byLen {
+		for _, rs := range m {
+			s.unclaim(t, rs[0].Dst)
+		}
+	}
+	t.shared, t.unshare = nil, nil
+	for _, r := range own {
+		bits := r.Dst.Bits()
+		k := key(r.Dst.Addr().As4(), bits)
+		if t.byLen[bits] == nil {
+			t.byLen[bits] = map[uint32][]Route{}
+		}
+		rs := append(t.byLen[bits][k], r)
+		slices.SortStableFunc(rs, func(a, b Route) int { return cmp.Compare(a.Metric, b.Metric) })
+		t.byLen[bits][k] = rs
+		t.lens |= 1 << bits
+		t.n++
+	}
+	t.gen = g + 1
 }

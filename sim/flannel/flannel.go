@@ -7,9 +7,11 @@
 package flannel
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/kubewalk/kubewalk/datapath"
 )
@@ -35,6 +37,8 @@ type Node struct {
 	PublicIP netip.Addr
 	Iface    string
 	VTEP     *datapath.Device
+	idx      int
+	inMesh   bool
 }
 
 // Annotations are the node annotations flanneld writes, which other nodes
@@ -60,13 +64,134 @@ func (n *Node) SubnetEnv(cfg Config) string {
 }
 
 // Network is the set of nodes running flanneld in one cluster.
+//
+// What every flanneld programs for the other nodes' leases is held once,
+// in a datapath.Mesh every node's flannel.1 consults, rather than as a
+// route, neighbour and FDB entry per node pair: the nodes show and do
+// exactly what the per-pair entries would make them show and do. A node
+// whose entries are edited by hand leaves the mesh with its own copies
+// (copy on write), and from then on the Network programs it lease by lease,
+// as flanneld does; so does every node once two leases conflict (one
+// subnet, gateway or VTEP MAC for two nodes), since then what each node
+// holds depends on the order it saw them in.
 type Network struct {
 	Config Config
 	nodes  []*Node
+	mesh   *datapath.Mesh
+	// meshOff: the mesh is given up (a conflict); subnets counts the
+	// members' own subnets; perPair are the joined nodes outside the mesh,
+	// in join order.
+	meshOff bool
+	subnets map[netip.Prefix]int
+	byName  map[string]*Node
+	perPair []*Node
 }
 
 // NewNetwork returns an empty flannel network.
-func NewNetwork(cfg Config) *Network { return &Network{Config: cfg} }
+func NewNetwork(cfg Config) *Network {
+	return &Network{Config: cfg, subnets: map[netip.Prefix]int{}, byName: map[string]*Node{}}
+}
+
+// DisableMesh makes the Network program every joined node entry by entry,
+// as flanneld does, with no shared table: the reference the shared mesh is
+// tested against. Call it before the first node starts.
+func (n *Network) DisableMesh() { n.meshOff = true }
+
+// Mesh is the shared table the joined nodes' flannel.1 consult (nil
+// before the first node joins).
+func (n *Network) Mesh() *datapath.Mesh { return n.mesh }
+
+// InMesh reports whether at's remote leases are held in the shared mesh
+// (rather than as entries of its own).
+func (at *Node) InMesh() bool { return at.inMesh }
+
+// Join is at's flanneld starting: its informer lists the leases list
+// returns (every current lease, in name order) and it programs every
+// other one. exact tells that they are the leases the Network last
+// programmed (AddLease, RemoveLease), one per node: then at can join the
+// mesh without listing them.
+func (n *Network) Join(at *Node, list func() []Lease, exact bool) error {
+	if exact && !n.meshOff && n.mesh.Fits(at.VTEP) {
+		if o, ok := n.mesh.SubnetNode(at.Subnet); !ok || o == at.Name {
+			n.mesh.Join(at.VTEP, at.Name)
+			at.inMesh = true
+			n.subnets[at.Subnet]++
+			n.byName[at.Name] = at
+			return nil
+		}
+	}
+	n.byName[at.Name] = at
+	n.perPair = append(n.perPair, at)
+	for _, l := range list() {
+		if err := at.AddLease(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// detached is the mesh telling that node's VTEP left it.
+func (n *Network) detached(node string) {
+	at := n.byName[node]
+	at.inMesh = false
+	n.subnets[at.Subnet]--
+	if n.subnets[at.Subnet] == 0 {
+		delete(n.subnets, at.Subnet)
+	}
+	i, _ := slices.BinarySearchFunc(n.perPair, at.idx, func(x *Node, idx int) int { return cmp.Compare(x.idx, idx) })
+	n.perPair = slices.Insert(n.perPair, i, at)
+}
+
+// conflicts reports whether l cannot be held in the mesh.
+func (n *Network) conflicts(l Lease) bool {
+	if !l.Subnet.IsValid() || !l.Subnet.Addr().Is4() || !l.PublicIP.Is4() {
+		return true
+	}
+	c := n.subnets[l.Subnet]
+	if at := n.byName[l.Node]; at != nil && at.inMesh && at.Subnet == l.Subnet {
+		c--
+	}
+	return c > 0 || n.mesh.Conflicts(peer(l))
+}
+
+func peer(l Lease) datapath.MeshPeer {
+	return datapath.MeshPeer{Node: l.Node, Subnet: l.Subnet, MAC: l.VtepMAC, PublicIP: l.PublicIP}
+}
+
+// AddLease programs l on every joined node (AddLease on each), returning
+// the first node's error.
+func (n *Network) AddLease(l Lease) error {
+	if n.mesh != nil && !n.meshOff {
+		if n.conflicts(l) {
+			n.meshOff = true
+			n.mesh.DetachAll()
+		} else if err := n.mesh.Put(peer(l)); err != nil {
+			return &Error{Node: l.Node, Msg: err.Error()}
+		}
+	}
+	var first error
+	for _, at := range n.perPair {
+		if err := at.AddLease(l); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// RemoveLease undoes AddLease on every joined node (l's Node is deleted).
+func (n *Network) RemoveLease(l Lease) {
+	if n.mesh != nil && !n.meshOff {
+		if p, ok := n.mesh.Peer(l.Node); ok && p == peer(l) {
+			n.mesh.Remove(l.Node)
+		} else if ok || n.mesh.Conflicts(peer(l)) {
+			n.meshOff = true
+			n.mesh.DetachAll()
+		}
+	}
+	for _, at := range n.perPair {
+		at.RemoveLease(l)
+	}
+}
 
 // Nodes returns the nodes in join order.
 func (n *Network) Nodes() []*Node { return n.nodes }
@@ -102,8 +227,12 @@ func (n *Network) Start(name string, host *datapath.Netns, subnet netip.Prefix, 
 	if err := host.AddAddr(n.Config.Device, netip.PrefixFrom(subnet.Addr(), 32)); err != nil {
 		return nil, &Error{Node: name, Msg: err.Error()}
 	}
-	me := &Node{Name: name, Host: host, Subnet: subnet, PublicIP: publicIP, Iface: iface, VTEP: vtep}
+	me := &Node{Name: name, Host: host, Subnet: subnet, PublicIP: publicIP, Iface: iface, VTEP: vtep, idx: len(n.nodes)}
 	n.nodes = append(n.nodes, me)
+	if n.mesh == nil && !n.meshOff {
+		n.mesh = datapath.NewMesh(vtep)
+		n.mesh.OnDetach = n.detached
+	}
 	return me, nil
 }
 
