@@ -69,10 +69,22 @@ func NewMesh(vtep *Device) *Mesh {
 }
 
 // Fits reports whether vtep can join: a VXLAN device with the mesh's
-// ifindex and name, in a namespace with no other member, not a member yet.
+// ifindex and name, without learning, in a namespace (and ARP table) with
+// no member, not a member yet.
+//
+// A namespace with a route of its own for a peer's subnet does not fit
+// either: flanneld's `ip route replace` would have replaced it.
 func (m *Mesh) Fits(vtep *Device) bool {
-	return vtep.vx != nil && vtep.ns != nil && vtep.Index == m.dev && vtep.Name == m.devName &&
-		vtep.vx.mesh == nil && vtep.ns.arp.mesh == nil && !vtep.vx.Learning
+	if vtep.vx == nil || vtep.ns == nil || vtep.Index != m.dev || vtep.Name != m.devName ||
+		vtep.vx.mesh != nil || vtep.ns.arp.mesh != nil || vtep.vx.Learning || vtep.ns.Routes.Shared() {
+		return false
+	}
+	for _, r := range vtep.ns.Routes.List() {
+		if _, ok := m.routes.Get(r.Dst); ok && r.Metric == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Peer returns the peer of node.
