@@ -121,20 +121,25 @@ func CompileShared(table string, prev *Shared, input string) (*Shared, error) {
 
 // CompileSharedLike is CompileShared reusing the compiled rules of like
 // (a ruleset compiled before, typically the previous sync's) for every
-// chain whose rule lines in input are the same as in like's input: only
-// the chains that changed are parsed, so one endpoint change costs the
-// chains it touches, as kube-proxy's partial sync does.
+// chain whose rule lines in input are the same as in like's input, and
+// those of prev for the chains input leaves as they are: only the chains
+// that changed are parsed, so one endpoint change costs the chains it
+// touches, as kube-proxy's partial sync does. A chain whose rules and
+// whose jump targets (all the way down) are unchanged is the very chain
+// of like or prev, not a copy: rulesets of successive syncs share their
+// unchanged chains (each namespace still keeps its own counters).
 func CompileSharedLike(table string, prev, like *Shared, input string) (*Shared, error) {
 	lines, simple := chainLines(input)
-	if like == nil || like.table != table || !simple || like.lines == nil {
-		return compileShared(table, prev, nil, input, lines, simple)
+	if like != nil && (like.table != table || !simple || like.lines == nil) {
+		like = nil
 	}
 	s, err := compileShared(table, prev, like, input, lines, simple)
-	if err != nil {
-		// The exact error (its line) comes from the whole input.
+	if err != nil && (like != nil || prev != nil) {
+		// The exact error (its line) comes from the whole input, the
+		// previous chains copied.
 		return compileShared(table, prev, nil, input, lines, simple)
 	}
-	return s, nil
+	return s, err
 }
 
 // chainLines groups the "-A CHAIN ..." lines of input by chain, in order,
@@ -160,6 +165,42 @@ func chainLines(input string) (map[string][]string, bool) {
 	return out, true
 }
 
+// reusable returns, by name, the chains of prev and like that the ruleset
+// compiled from input can hold as they are: a chain input does not declare
+// (prev's, carried over), or one it declares with the same lines as in
+// like's input (like's), provided every chain its rules jump to is the
+// one reused under that name (so the jumps need no rewriting).
+func reusable(prev, like *Shared, declared map[string]bool, lines map[string][]string) map[string]*Chain {
+	cand := map[string]*Chain{}
+	if prev != nil {
+		for _, name := range prev.names {
+			if !declared[name] {
+				cand[name] = prev.chains[name]
+			}
+		}
+	}
+	if like != nil {
+		for name := range declared {
+			if lc := like.chains[name]; lc != nil && slices.Equal(like.lines[name], lines[name]) {
+				cand[name] = lc
+			}
+		}
+	}
+	for changed := true; changed; {
+		changed = false
+		for name, c := range cand {
+			for _, r := range c.rules {
+				if tc := r.target.chain; tc != nil && cand[tc.Name] != tc {
+					delete(cand, name)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return cand
+}
+
 func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, simple bool) (*Shared, error) {
 	if prev != nil && prev.table != table {
 		return nil, errorf("shared ruleset for table %s used as the previous one of %s", prev.table, table)
@@ -182,22 +223,37 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	if prev != nil {
 		s.prev = prev.id
 	}
+	// Chains kept as they are (only when some ruleset before is given:
+	// an exact error comes from a compile without).
+	var reuse map[string]*Chain
+	if like != nil || prev != nil {
+		reuse = reusable(prev, like, declared, lines)
+	}
+	// The declared chains whose lines are like's but that jump to a chain
+	// changed get copies of like's rules, jumping to this ruleset's.
+	copied := map[string]*Chain{}
+	if like != nil {
+		for name := range declared {
+			if lc := like.chains[name]; lc != nil && reuse[name] == nil && slices.Equal(like.lines[name], lines[name]) {
+				copied[name] = lc
+			}
+		}
+	}
 	// The table as Prev leaves it: the chains the input declares exist
 	// (it flushes them), the others are Prev's, jumping to the chains
-	// with the same names here.
+	// with the same names here. A chain reused is held during the restore
+	// by a stand-in of the same name, which its own afterwards replaces.
+	stand := map[*Chain]*Chain{}
 	if prev != nil {
 		for _, name := range prev.names {
-			if declared[name] {
-				t.chains[name] = &Chain{Name: name}
+			c := &Chain{Name: name}
+			if rc := reuse[name]; rc != nil {
+				stand[c] = rc
 			}
+			t.chains[name] = c
 		}
 		for _, name := range prev.names {
-			if !declared[name] {
-				t.chains[name] = &Chain{Name: name}
-			}
-		}
-		for _, name := range prev.names {
-			if declared[name] {
+			if declared[name] || reuse[name] != nil {
 				continue
 			}
 			old, c := prev.chains[name], t.chains[name]
@@ -208,20 +264,14 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 			c.buildIndex()
 		}
 	}
-	// The chains whose lines are like's are not parsed: the input
-	// restored leaves their rules out, then they get copies of like's.
-	reuse := map[string]*Chain{}
-	if like != nil {
-		for name, ls := range lines {
-			if lc := like.chains[name]; lc != nil && declared[name] && slices.Equal(like.lines[name], ls) {
-				reuse[name] = lc
-			}
-		}
+	// The declared chains reused are not parsed: the input restored
+	// leaves their rules out.
+	if len(reuse) > 0 {
 		var b strings.Builder
 		for line := range strings.SplitSeq(input, "\n") {
 			if strings.HasPrefix(line, "-A ") {
 				name, _, _ := strings.Cut(line[3:], " ")
-				if reuse[name] != nil {
+				if declared[name] && (reuse[name] != nil || copied[name] != nil) {
 					continue
 				}
 			}
@@ -233,8 +283,15 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	if err := nf.Restore(input, RestoreOptions{Noflush: true, Counters: true}); err != nil {
 		return nil, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(reuse)) {
-		lc, c := reuse[name], t.chains[name]
+	for name, rc := range reuse {
+		c := t.chains[name]
+		if c == nil || len(c.rules) > 0 {
+			return nil, ErrNotShareable // cannot happen: declared or carried, and its lines left out
+		}
+		stand[c] = rc
+	}
+	for _, name := range slices.Sorted(maps.Keys(copied)) {
+		lc, c := copied[name], t.chains[name]
 		if c == nil || len(c.rules) > 0 {
 			return nil, ErrNotShareable // cannot happen: declared, and its lines left out
 		}
@@ -246,15 +303,33 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 			}
 		}
 		c.buildIndex()
-		s.reused++
 	}
+	for name, c := range t.chains {
+		if rc := stand[c]; rc != nil {
+			t.chains[name] = rc
+			continue
+		}
+		for _, r := range c.rules {
+			if rc := stand[r.target.chain]; rc != nil {
+				r.target.chain = rc
+			}
+		}
+	}
+	s.reused = len(reuse) + len(copied)
 	if simple {
 		s.lines = lines
+		if prev != nil && prev.lines != nil {
+			for _, name := range prev.names {
+				if !declared[name] {
+					s.lines[name] = prev.lines[name]
+				}
+			}
+		}
 	}
 	if t.base != nil {
 		return nil, ErrNotShareable
 	}
-	s.chains = map[string]*Chain{}
+	s.chains = make(map[string]*Chain, len(t.chains))
 	for name, c := range t.chains {
 		if c.Builtin {
 			if len(c.rules) > 0 {
@@ -262,20 +337,27 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 			}
 			continue
 		}
-		if c.ctr != nil {
-			return nil, ErrNotShareable
-		}
-		for _, r := range c.rules {
-			if !r.shareable() {
+		if reuse[name] == nil {
+			if c.ctr != nil {
 				return nil, ErrNotShareable
 			}
+			for _, r := range c.rules {
+				if !r.shareable() {
+					return nil, ErrNotShareable
+				}
+			}
 		}
-		c.shared = s
 		s.chains[name] = c
 		s.names = append(s.names, name)
 	}
 	slices.Sort(s.names)
-	s.summarize()
+	s.summarize(reuse)
+	// A reused chain now belongs to s (the rulesets it came from may go);
+	// its summary is the same in both, its rules and targets being the
+	// same chains.
+	for _, name := range s.names {
+		s.chains[name].shared = s
+	}
 	return s, nil
 }
 
@@ -307,11 +389,20 @@ func (r *Rule) shareable() bool {
 	return true
 }
 
-// summarize computes allowed and height for every chain.
-func (s *Shared) summarize() {
-	s.allowed, s.height = map[*Chain]uint8{}, map[*Chain]int{}
+// summarize computes allowed and height for every chain; a reused chain
+// keeps the summary of the ruleset it comes from (its rules and every
+// chain below it are the same chains).
+func (s *Shared) summarize(reuse map[string]*Chain) {
+	s.allowed, s.height = make(map[*Chain]uint8, len(s.names)), make(map[*Chain]int, len(s.names))
 	const all = uint8(1<<(5) - 1)
-	state := map[*Chain]uint8{}
+	state := make(map[*Chain]uint8, len(s.names))
+	for _, c := range reuse {
+		if o := c.shared; o != nil && !o.loops {
+			if a, ok := o.allowed[c]; ok {
+				s.allowed[c], s.height[c], state[c] = a, o.height[c], 2
+			}
+		}
+	}
 	var visit func(c *Chain)
 	visit = func(c *Chain) {
 		state[c] = 1

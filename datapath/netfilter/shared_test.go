@@ -223,3 +223,38 @@ func TestCompileSharedLikeReusesUnchangedChains(t *testing.T) {
 	require.Error(t, err2)
 	assert.Equal(t, err2, err1)
 }
+
+// TestCompileSharedLikeSharesUnchangedChains: a ruleset compiled onto the
+// previous one holds the very chains of it that the input leaves out or
+// writes the same and that jump only to such chains (no copy), parses or
+// copies the others, and leaves the previous ruleset as it was for the
+// namespaces still on it; loading it is restoring the text.
+func TestCompileSharedLikeSharesUnchangedChains(t *testing.T) {
+	in1, in2 := kubeProxyInput(3, true), kubeProxyInput(2, false)
+	s1, err := CompileShared(NAT, nil, in1)
+	require.NoError(t, err)
+	onS1 := newNF(t)
+	ensureJumps(t, onS1)
+	require.NoError(t, onS1.RestoreShared(s1))
+	before := onS1.Save(SaveOptions{Counters: true})
+
+	s2, err := CompileSharedLike(NAT, s1, s1, in2)
+	require.NoError(t, err)
+	for _, name := range []string{"KUBE-MARK-MASQ", "KUBE-POSTROUTING", "KUBE-SEP-0", "KUBE-SEP-1", "KUBE-SEP-2", "KUBE-SVC-Y"} {
+		assert.Same(t, s1.chains[name], s2.chains[name], "%s is unchanged", name)
+	}
+	for _, name := range []string{"KUBE-SVC-X", "KUBE-SERVICES"} {
+		assert.NotSame(t, s1.chains[name], s2.chains[name], "%s changed", name)
+	}
+	assert.Equal(t, before, onS1.Save(SaveOptions{Counters: true}), "the namespaces on s1 see s1")
+
+	text, shared := newNF(t), newNF(t)
+	ensureJumps(t, text)
+	ensureJumps(t, shared)
+	for _, in := range []string{in1, in2} {
+		require.NoError(t, text.Restore(in, RestoreOptions{Noflush: true, Counters: true}))
+	}
+	require.NoError(t, shared.RestoreShared(s1))
+	require.NoError(t, shared.RestoreShared(s2))
+	assert.Equal(t, text.Save(SaveOptions{Counters: true}), shared.Save(SaveOptions{Counters: true}))
+}

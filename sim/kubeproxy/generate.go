@@ -172,8 +172,10 @@ type Rules struct {
 	// input (Go's %#08x: "0x00004000"); iptables-save prints 0x4000.
 	MasqueradeMark string
 	chains         map[string]ChainInfo
-	udpIPs         map[netip.Addr]map[netip.Addr]bool
-	udpNodePorts   map[uint16]map[netip.Addr]bool
+	// Partial: the rules of a partial sync (GeneratePartial).
+	Partial      bool
+	udpIPs       map[netip.Addr]map[netip.Addr]bool
+	udpNodePorts map[uint16]map[netip.Addr]bool
 }
 
 // Save returns the filter and nat tables as iptables-save prints them (see
@@ -250,29 +252,65 @@ var topLevelDescriptions = map[string]string{
 // Generate builds the rules kube-proxy writes for snap on the node described
 // by cfg. It returns a *ValidationError for impossible input.
 func Generate(cfg Config, snap Snapshot) (*Rules, error) {
-	if err := validateConfig(&cfg); err != nil {
+	if err := validateSnapshot(&cfg, snap); err != nil {
 		return nil, err
 	}
-	seenSvc := map[string]bool{}
+	ports := servicePorts(snap.Services)
+	epMap := buildEndpointsMap(&cfg, snap.EndpointSlices)
+	return generate(&cfg, ports, epMap, nil), nil
+}
+
+// validateSnapshot checks cfg and snap as Generate does.
+func validateSnapshot(cfg *Config, snap Snapshot) error {
+	if err := validateConfig(cfg); err != nil {
+		return err
+	}
+	seenSvc := make(map[string]bool, len(snap.Services))
 	for i := range snap.Services {
 		s := &snap.Services[i]
-		if err := validateService(&cfg, s); err != nil {
-			return nil, err
+		if err := validateService(cfg, s); err != nil {
+			return err
 		}
 		k := s.Namespace + "/" + s.Name
 		if seenSvc[k] {
-			return nil, &ValidationError{Kind: "Service", Object: k, Field: "metadata.name", Value: s.Name, Reason: "Duplicate value: a Service with this name already exists in the snapshot"}
+			return &ValidationError{Kind: "Service", Object: k, Field: "metadata.name", Value: s.Name, Reason: "Duplicate value: a Service with this name already exists in the snapshot"}
 		}
 		seenSvc[k] = true
 	}
 	for i := range snap.EndpointSlices {
 		if err := validateSlice(&snap.EndpointSlices[i], i); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// GeneratePartial builds what kube-proxy's iptables proxier writes at a
+// partial sync (MinimizeIPTablesRestore, on by default since v1.27 and GA
+// in v1.28): the same as Generate, except that the KUBE-SVC, KUBE-SVL,
+// KUBE-EXT, KUBE-FW and KUBE-SEP chains of the service ports of every
+// Service for which changed is false (its Service and EndpointSlices are
+// as at the last successful sync) are neither declared nor written in the
+// restore input, so the kernel keeps them as they are, counters included.
+// The top-level chains (KUBE-SERVICES, KUBE-NODEPORTS, the filter chains,
+// the masquerade chains) are written in full. A partial sync does not
+// ensure the jump rules (kube-proxy does that at full syncs only).
+//
+// The result serves for its restore input only (RestoreInput,
+// RestoreInputTable): Services describes only the changed service ports,
+// and Save prints only the chains written.
+func GeneratePartial(cfg Config, snap Snapshot, changed func(namespace, name string) bool) (*Rules, error) {
+	if changed == nil {
+		return Generate(cfg, snap)
+	}
+	if err := validateSnapshot(&cfg, snap); err != nil {
+		return nil, err
 	}
 	ports := servicePorts(snap.Services)
 	epMap := buildEndpointsMap(&cfg, snap.EndpointSlices)
-	return generate(&cfg, ports, epMap), nil
+	r := generate(&cfg, ports, epMap, func(sp *svcPort) bool { return !changed(sp.svc.Namespace, sp.svc.Name) })
+	r.Partial = true
+	return r, nil
 }
 
 func servicePorts(services []Service) []*svcPort {
@@ -326,7 +364,9 @@ func servicePorts(services []Service) []*svcPort {
 	return out
 }
 
-func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint) *Rules {
+// generate writes the rules; skip, if not nil, says which service ports'
+// own nat chains a partial sync leaves out.
+func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint, skip func(*svcPort) bool) *Rules {
 	bit := cfg.masqueradeBit()
 	markVal := 1 << uint(bit)
 	mark := fmt.Sprintf("%#08x", markVal)
@@ -518,6 +558,12 @@ func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint) *
 		// Health-check node port.
 		if sp.healthCheckNodePort != 0 {
 			filter.add(ChainNodePorts, comment(spn+" health check node port"), proto("tcp"), dport(sp.healthCheckNodePort), jump("ACCEPT"))
+		}
+
+		// A partial sync leaves the chains of an unchanged Service out (it
+		// still counted their endpoints for the large-cluster mode).
+		if skip != nil && skip(sp) {
+			continue
 		}
 
 		// Internal traffic masquerade.
