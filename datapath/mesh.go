@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"math"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/kubewalk/kubewalk/datapath/route"
 )
@@ -55,6 +57,9 @@ type Mesh struct {
 	// detaches them first.
 	nclaims map[[4]byte][]*VXLAN
 	fclaims map[uint64][]*VXLAN
+	// lowNext is no later than any member's ARP table's next periodic
+	// collector run.
+	lowNext time.Duration
 	// OnDetach, when set, is told the node of a member that left the mesh.
 	OnDetach func(node string)
 }
@@ -123,6 +128,7 @@ func (m *Mesh) Join(vtep *Device, node string) {
 	ns := vtep.ns
 	ns.arp.catchUp(ns.e.now)
 	ns.arp.mesh = v
+	m.lowNext = min(m.lowNext, ns.arp.nextPeriodic)
 	var skip netip.Prefix
 	if p, ok := m.peers[node]; ok {
 		skip = p.Subnet
@@ -215,11 +221,20 @@ func (m *Mesh) Remove(node string) {
 
 // catchUp brings every member's ARP table's periodic collector up to now
 // before the entry count its runs depend on changes.
+//
+// A member's next periodic run only moves forward, so none is due while
+// now is before the earliest of them seen at the last scan (lowNext).
 func (m *Mesh) catchUp() {
+	if len(m.members) == 0 || m.members[0].dev.ns.e.now < m.lowNext {
+		return
+	}
+	low := time.Duration(math.MaxInt64)
 	for _, v := range m.members {
 		ns := v.dev.ns
 		ns.arp.catchUp(ns.e.now)
+		low = min(low, ns.arp.nextPeriodic)
 	}
+	m.lowNext = low
 }
 
 // Members is the number of members.

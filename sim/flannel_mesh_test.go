@@ -168,3 +168,44 @@ func TestFlannelMeshConflictFallsBackToPerPair(t *testing.T) {
 	require.Empty(t, inMesh(mp.shared))
 	mp.requireSame(t, "duplicate podCIDR")
 }
+
+// TestFlannelMeshEntriesCountForARPGC: the kernel's periodic neighbour
+// collector only runs on a table holding gc_thresh1 (128) entries, and a
+// node's PERMANENT flannel entries count. With 130 nodes, a STALE entry
+// unused for gc_stale_time is collected on the node holding the shared
+// mesh exactly as on the one holding its own copies.
+func TestFlannelMeshEntriesCountForARPGC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds 2 x 130 nodes")
+	}
+	mp := &meshPair{}
+	for i, ref := range []bool{false, true} {
+		c, err := NewCluster(DefaultConfig())
+		require.NoError(t, err)
+		if ref {
+			c.Flannel.DisableMesh()
+		}
+		for n := range 130 {
+			_, err := c.AddNode(NodeSpec{Name: fmt.Sprint("n", n), NICs: []NICSpec{{Name: "eth0", Segment: "lan",
+				Addr: netip.MustParsePrefix(fmt.Sprintf("192.168.%d.%d/16", 7+n/200, 10+n%200)), Gateway: netip.MustParseAddr("192.168.0.1")}}})
+			require.NoError(t, err)
+		}
+		if i == 0 {
+			mp.shared = c
+		} else {
+			mp.perPair = c
+		}
+	}
+	var dumps [2]string
+	for i, c := range []*Cluster{mp.shared, mp.perPair} {
+		n0 := c.Node("n0").Host
+		require.NoError(t, n0.SetNeigh("eth0", netip.MustParseAddr("192.168.0.99"), datapath.MAC{2, 0, 0, 0, 0, 0x99}, datapath.NeighStale))
+		require.Equal(t, 130, n0.ARPTable().Entries())
+		require.NoError(t, c.RunFor(3*datapath.GCStaleTime))
+		dumps[i] = n0.IPNeigh("")
+		require.NotContains(t, dumps[i], "192.168.0.99", "collected: the table holds more than gc_thresh1")
+	}
+	require.Equal(t, dumps[1], dumps[0])
+	require.Empty(t, inMesh(mp.perPair))
+	require.Len(t, inMesh(mp.shared), 130)
+}

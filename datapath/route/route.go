@@ -430,13 +430,14 @@ func (s *Shared) has(dst netip.Prefix) bool {
 	return bits >= 0 && s.byLen[bits][key(dst.Addr().As4(), bits)] != nil
 }
 
+// claim records that t has a route of its own for dst. A table may be
+// listed more than once (a route per metric); unclaim removes them all.
+// Many tables claim the same default and segment routes: no search here.
 func (s *Shared) claim(t *Table, dst netip.Prefix) {
 	if s.claims == nil {
 		s.claims = map[netip.Prefix][]*Table{}
 	}
-	if !slices.Contains(s.claims[dst], t) {
-		s.claims[dst] = append(s.claims[dst], t)
-	}
+	s.claims[dst] = append(s.claims[dst], t)
 }
 
 func (s *Shared) unclaim(t *Table, dst netip.Prefix) {
