@@ -186,16 +186,31 @@ func reusable(prev, like *Shared, declared map[string]bool, lines map[string][]s
 			}
 		}
 	}
-	for changed := true; changed; {
-		changed = false
-		for name, c := range cand {
-			for _, r := range c.rules {
-				if tc := r.target.chain; tc != nil && cand[tc.Name] != tc {
-					delete(cand, name)
-					changed = true
-					break
-				}
+	// One walk down the jumps, each chain decided once (the chains of a
+	// loop are not kept: a loop is refused anyway, from the input).
+	const visiting, kept, dropped = 1, 2, 3
+	state := make(map[*Chain]uint8, len(cand))
+	var keep func(c *Chain) bool
+	keep = func(c *Chain) bool {
+		switch state[c] {
+		case kept:
+			return true
+		case visiting, dropped:
+			return false
+		}
+		state[c] = visiting
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil && (cand[tc.Name] != tc || !keep(tc)) {
+				state[c] = dropped
+				return false
 			}
+		}
+		state[c] = kept
+		return true
+	}
+	for name, c := range cand {
+		if !keep(c) {
+			delete(cand, name)
 		}
 	}
 	return cand
