@@ -111,12 +111,24 @@ type Cluster struct {
 	// UDP flows between two generations.
 	proxyShare *proxyShare
 	staleUDP   map[[2]uint64][]kubeproxy.StaleUDPFlow
-	stopping   map[string]time.Duration // pod key → when its containers have stopped
-	podErrs    map[string]error         // pod key → why the kubelet could not start it
-	externals  []*Host
-	segments   []*datapath.Segment
-	cidrs      *nodeipam.CIDRSet
-	nextCID    int
+	// proxyLog is the Services the informers saw events for, by snapshot
+	// generation (from proxyLogFrom on); proxyChanged the Services changed
+	// between two generations; proxyLastShared the last rulesets compiled
+	// (filter, nat), which the next compile reuses chains of;
+	// proxyLastFresh the last full sync's.
+	proxyLog        []proxyChange
+	proxyLogFrom    uint64
+	proxyChanged    map[[2]uint64]map[string]bool
+	proxyLastShared [2]*netfilter.Shared
+	proxyLastFresh  [2]*netfilter.Shared // the last full sync's
+	nodeIndepGen    uint64
+	nodeIndep       bool
+	stopping        map[string]time.Duration // pod key → when its containers have stopped
+	podErrs         map[string]error         // pod key → why the kubelet could not start it
+	externals       []*Host
+	segments        []*datapath.Segment
+	cidrs           *nodeipam.CIDRSet
+	nextCID         int
 }
 
 // NewCluster validates cfg (the three ranges must not overlap, which

@@ -136,6 +136,7 @@ func (c *Cluster) observeService(ev watch.Event) {
 		c.svcByName[k] = s
 		c.services = append(c.services, s)
 	}
+	c.logProxyChange(k)
 	c.queueProxySync()
 }
 
@@ -161,6 +162,7 @@ func (c *Cluster) observeSlice(ev watch.Event) {
 	} else {
 		c.slices[k] = list
 	}
+	c.logProxyChange(k)
 	c.queueProxySync()
 }
 

@@ -2,7 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
@@ -33,11 +37,22 @@ type iptablesProxier struct {
 	c *Cluster
 	n *Node
 	// last is the snapshot of the last successful sync, against which the
-	// next one finds stale UDP flows; lastGen is its generation (0 when
-	// unknown).
+	// next one finds stale UDP flows and the Services changed since;
+	// lastGen is its generation (0 when unknown).
 	last    kubeproxy.Snapshot
 	lastGen uint64
+	// synced: the last sync succeeded, so the next may be partial
+	// (kube-proxy's needFullSync is !synced); lastFull is when the last
+	// full sync was.
+	synced   bool
+	lastFull time.Duration
 }
+
+// ProxyFullSyncPeriod is how often kube-proxy's iptables proxier makes a
+// full sync when it could make a partial one (proxyutil.FullSyncPeriod,
+// one hour, v1.28+): it rewrites every chain, which resets every rule's
+// counters and ensures the jump rules again.
+const ProxyFullSyncPeriod = time.Hour
 
 var _ kubeproxy.Proxier = (*iptablesProxier)(nil)
 
@@ -46,6 +61,15 @@ func (p *iptablesProxier) Mode() kubeproxy.Mode { return kubeproxy.ModeIPTables 
 
 // Sync implements kubeproxy.Proxier: generate the rules, load them with
 // iptables-restore semantics, clear stale UDP conntrack entries.
+//
+// As kube-proxy since v1.27 (MinimizeIPTablesRestore), a sync is partial
+// when the last one succeeded and the last full sync is less than
+// ProxyFullSyncPeriod ago: the restore input then holds the per-Service
+// chains of the Services changed since the last successful sync only
+// (kubeproxy.GeneratePartial), and the chains of the others stay in the
+// kernel as they are, counters included. The first sync, the first after
+// a failure and the hourly one are full: every chain is rewritten (and its
+// counters reset), and the jump rules are ensured.
 //
 // Every node's kube-proxy writes the same text when the rules do not
 // depend on the node (kubeproxy.NodeIndependent): then the text is
@@ -57,32 +81,78 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	n := p.n
 	cfg := p.c.ProxyConfig(n)
 	gen, current := p.c.snapshotGen(snap)
-	if current && shareProxyRules && kubeproxy.NodeIndependent(cfg, snap) {
-		if rules, sets := p.c.sharedProxyRules(cfg, snap, gen, n); rules != nil {
-			if err := loadSharedProxyRules(n, rules, sets); err != nil {
+	if !current {
+		gen = 0
+	}
+	now := p.c.World.Now()
+	full := !p.synced || now-p.lastFull >= ProxyFullSyncPeriod
+	var changed map[string]bool
+	if !full {
+		changed = p.c.proxyChangedServices(p.last, p.lastGen, snap, gen)
+	}
+	p.synced = false // until this sync succeeds
+	lazy := func() *kubeproxy.Rules {
+		r, _ := kubeproxy.Generate(cfg, snap) // generated without error for another node
+		return r
+	}
+	if gen != 0 && shareProxyRules && p.c.nodeIndependent(cfg, snap, gen) {
+		var rules *kubeproxy.Rules
+		var sets [2]*netfilter.Shared
+		if full {
+			rules, sets = p.c.sharedProxyRules(cfg, snap, gen, n)
+		} else if p.lastGen != 0 {
+			rules, sets = p.c.sharedPartialProxyRules(cfg, snap, gen, p.lastGen, changed, n)
+		}
+		if rules != nil {
+			var err error
+			if full {
+				err = loadSharedProxyRules(n, rules, sets)
+			} else {
+				err = n.Netfilter.RestoreShared(sets[0], sets[1])
+			}
+			if err != nil {
 				return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 			}
-			n.setProxyRules(nil, func() *kubeproxy.Rules {
-				r, _ := kubeproxy.Generate(cfg, snap) // generated without error for another node
-				return r
-			})
+			n.setProxyRules(nil, lazy)
+			p.succeeded(full, now)
 			p.clearStale(cfg, snap, gen)
 			return nil
 		}
 	}
-	rules, err := kubeproxy.Generate(cfg, snap)
+	var rules *kubeproxy.Rules
+	var err error
+	if full {
+		rules, err = kubeproxy.Generate(cfg, snap)
+	} else {
+		rules, err = kubeproxy.GeneratePartial(cfg, snap, func(ns, name string) bool { return changed[ns+"/"+name] })
+	}
 	if err != nil {
 		return err
 	}
-	if err := loadProxyRules(n, rules); err != nil {
+	if full {
+		err = loadProxyRules(n, rules)
+	} else {
+		err = n.Netfilter.Restore(rules.RestoreInput(), netfilter.RestoreOptions{Noflush: true, Counters: true})
+	}
+	if err != nil {
 		return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 	}
-	n.setProxyRules(rules, nil)
-	if !current {
-		gen = 0
+	if full {
+		n.setProxyRules(rules, nil)
+	} else {
+		n.setProxyRules(nil, lazy)
 	}
+	p.succeeded(full, now)
 	p.clearStale(cfg, snap, gen)
 	return nil
+}
+
+// succeeded records a successful sync (full or partial) at now.
+func (p *iptablesProxier) succeeded(full bool, now time.Duration) {
+	p.synced = true
+	if full {
+		p.lastFull = now
+	}
 }
 
 // shareProxyRules turns the compiled rulesets shared between nodes on (a
@@ -125,6 +195,11 @@ type proxyShare struct {
 	fresh       [2]*netfilter.Shared
 	after       [2]map[*netfilter.Shared]*netfilter.Shared
 	unshareable bool
+	// generated: the full sync's rules are (rules, input, fresh, after).
+	generated bool
+	// partial are the partial syncs to gen, by the Services changed
+	// (sorted, one a line).
+	partial map[string]*partialShare
 }
 
 var proxyTables = [2]string{"filter", "nat"}
@@ -136,11 +211,13 @@ var proxyTables = [2]string{"filter", "nat"}
 func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
 	sh := c.proxyShare
 	if sh == nil || sh.gen != gen {
-		old := sh
 		// The rulesets of older generations are not asked for again:
 		// let them go.
 		sh = &proxyShare{gen: gen}
 		c.proxyShare = sh
+	}
+	if !sh.generated {
+		sh.generated = true
 		rules, err := kubeproxy.Generate(cfg, snap)
 		if err != nil {
 			sh.unshareable = true
@@ -150,22 +227,19 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 				sh.input[i] = rules.RestoreInputTable(t)
 				// Only the chains that changed since the last
 				// generation compiled are parsed.
-				var like *netfilter.Shared
-				if old != nil {
-					like = old.fresh[i]
-				}
-				if like != nil && like.Input() == sh.input[i] {
-					// The same text as the last generation's (an event that
+				if f := c.proxyLastFresh[i]; f != nil && f.Input() == sh.input[i] {
+					// The same text as the last full sync's (an event that
 					// changed no rule): the same ruleset.
-					sh.fresh[i], sh.after[i] = like, map[*netfilter.Shared]*netfilter.Shared{}
+					sh.fresh[i], sh.after[i] = f, map[*netfilter.Shared]*netfilter.Shared{}
 					continue
 				}
-				s, err := netfilter.CompileSharedLike(t, nil, like, sh.input[i])
+				s, err := netfilter.CompileSharedLike(t, nil, c.proxyLastShared[i], sh.input[i])
 				if err != nil {
 					sh.unshareable = true
 					break
 				}
 				sh.fresh[i], sh.after[i] = s, map[*netfilter.Shared]*netfilter.Shared{}
+				c.proxyLastShared[i], c.proxyLastFresh[i] = s, s
 			}
 		}
 	}
@@ -197,6 +271,183 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 		out[i] = s
 	}
 	return sh.rules, out
+}
+
+// partialShare is a partial sync to a snapshot generation with a given
+// set of Services changed, generated once and compiled once per previous
+// ruleset of the nodes making it.
+type partialShare struct {
+	input       [2]string
+	rules       *kubeproxy.Rules
+	after       [2]map[*netfilter.Shared]*netfilter.Shared
+	unshareable bool
+}
+
+// sharedPartialProxyRules is sharedProxyRules for a partial sync from
+// snapshot generation lastGen (changed: the Services changed since).
+// Compiled onto the node's previous ruleset, it reuses every chain of it
+// the input leaves alone or writes the same, so that one endpoint change
+// costs what its chains and the top-level chains cost.
+func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen, lastGen uint64, changed map[string]bool, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
+	var out [2]*netfilter.Shared
+	sh := c.proxyShare
+	if sh == nil || sh.gen != gen {
+		sh = &proxyShare{gen: gen}
+		c.proxyShare = sh
+	}
+	// Nodes that synced last at different generations write the same
+	// input when the same Services changed since (a burst of events
+	// between two syncs of every node): one generation and compile.
+	names := slices.Sorted(maps.Keys(changed))
+	key := strings.Join(names, "\n")
+	ps := sh.partial[key]
+	if ps == nil {
+		ps = &partialShare{}
+		if sh.partial == nil {
+			sh.partial = map[string]*partialShare{}
+		}
+		sh.partial[key] = ps
+		rules, err := kubeproxy.GeneratePartial(cfg, snap, func(ns, name string) bool { return changed[ns+"/"+name] })
+		if err != nil {
+			ps.unshareable = true
+		} else {
+			ps.rules = rules
+			for i, t := range proxyTables {
+				ps.input[i] = rules.RestoreInputTable(t)
+				ps.after[i] = map[*netfilter.Shared]*netfilter.Shared{}
+			}
+		}
+	}
+	if ps.unshareable {
+		return nil, out
+	}
+	for i, t := range proxyTables {
+		prev := n.Netfilter.Table(t).Shared()
+		if prev == nil {
+			return nil, out // the node's own chains: it restores the text
+		}
+		s, ok := ps.after[i][prev]
+		if !ok {
+			var err error
+			if s, err = netfilter.CompileSharedLike(t, prev, prev, ps.input[i]); err != nil {
+				s = nil
+			}
+			ps.after[i][prev] = s
+			if s != nil {
+				c.proxyLastShared[i] = s
+			}
+		}
+		if s == nil {
+			return nil, out
+		}
+		out[i] = s
+	}
+	return ps.rules, out
+}
+
+// proxyChangedServices returns the Services ("namespace/name") whose
+// Service or EndpointSlices differ between the snapshots of generations
+// lastGen and gen (0: unknown), as kube-proxy's change trackers find them
+// (a change undone before the sync is no change). The candidates are the
+// Services the informers saw an event for in between (all of them when a
+// generation is unknown); the answer is shared by every node making the
+// same step.
+func (c *Cluster) proxyChangedServices(last kubeproxy.Snapshot, lastGen uint64, snap kubeproxy.Snapshot, gen uint64) map[string]bool {
+	key := [2]uint64{lastGen, gen}
+	known := lastGen != 0 && gen != 0 && lastGen >= c.proxyLogFrom
+	if known {
+		if m, ok := c.proxyChanged[key]; ok {
+			return m
+		}
+	}
+	var cand map[string]bool
+	if known {
+		cand = map[string]bool{}
+		for _, e := range c.proxyLog {
+			if e.gen >= lastGen && e.gen < gen {
+				cand[e.key] = true
+			}
+		}
+	}
+	type state struct {
+		svc    *kubeproxy.Service
+		slices []*kubeproxy.EndpointSlice
+	}
+	collect := func(s kubeproxy.Snapshot) map[string]*state {
+		m := map[string]*state{}
+		for i := range s.Services {
+			k := s.Services[i].Namespace + "/" + s.Services[i].Name
+			if cand == nil || cand[k] {
+				m[k] = &state{svc: &s.Services[i]}
+			}
+		}
+		for i := range s.EndpointSlices {
+			es := &s.EndpointSlices[i]
+			k := es.Namespace + "/" + es.ServiceName
+			if cand == nil || cand[k] {
+				st := m[k]
+				if st == nil {
+					st = &state{}
+					m[k] = st
+				}
+				st.slices = append(st.slices, es)
+			}
+		}
+		return m
+	}
+	a, b := collect(last), collect(snap)
+	out := map[string]bool{}
+	for k, sa := range a {
+		if sb := b[k]; sb == nil || !reflect.DeepEqual(sa, sb) {
+			out[k] = true
+		}
+	}
+	for k := range b {
+		if a[k] == nil {
+			out[k] = true
+		}
+	}
+	if known {
+		if c.proxyChanged == nil || len(c.proxyChanged) > 8 {
+			c.proxyChanged = map[[2]uint64]map[string]bool{}
+		}
+		c.proxyChanged[key] = out
+	}
+	return out
+}
+
+// logProxyChange records that the informers saw an event for Service key
+// (a Service or one of its EndpointSlices) at the current snapshot
+// generation, for the partial syncs to find the Services changed. Entries
+// no node's last sync predates are dropped once the log grows.
+func (c *Cluster) logProxyChange(key string) {
+	c.proxyLog = append(c.proxyLog, proxyChange{gen: c.snapGen + 1, key: key})
+	if len(c.proxyLog) < 4096 {
+		return
+	}
+	low := c.snapGen + 1
+	for _, n := range c.nodes {
+		if p, ok := n.Proxier.(*iptablesProxier); ok && p.lastGen != 0 {
+			low = min(low, p.lastGen)
+		}
+	}
+	c.proxyLog = slices.DeleteFunc(c.proxyLog, func(e proxyChange) bool { return e.gen < low })
+	c.proxyLogFrom = max(c.proxyLogFrom, low)
+}
+
+// proxyChange is one entry of the informers' event log.
+type proxyChange struct {
+	gen uint64
+	key string
+}
+
+// nodeIndependent is kubeproxy.NodeIndependent, once per snapshot
+// generation for the configuration every node shares.
+func (c *Cluster) nodeIndependent(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64) bool {
+	if c.nodeIndepGen != gen {
+		c.nodeIndepGen, c.nodeIndep = gen, kubeproxy.NodeIndependent(cfg, snap)
+	}
+	return c.nodeIndep
 }
 
 // loadSharedProxyRules is loadProxyRules with the compiled rulesets.

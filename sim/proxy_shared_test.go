@@ -17,7 +17,7 @@ import (
 // tables print, counters included, what restoring the text on each node
 // prints (the same cluster built with sharing off); a Service with a
 // Local traffic policy makes the rules depend on the node, and each node
-// restores its own.
+// restores its own (and keeps its own chains until the next full sync).
 func TestProxyRulesSharedAcrossNodes(t *testing.T) {
 	build := func(share bool) *Cluster {
 		shareProxyRules = share
@@ -63,8 +63,19 @@ func TestProxyRulesSharedAcrossNodes(t *testing.T) {
 		}, true},
 		{"an endpoint gone", func(c *Cluster) error { return c.DeletePod("ns", "web-2") }, true},
 		{"a Service with internalTrafficPolicy Local", func(c *Cluster) error { _, err := c.AddService(svc("local", true)); return err }, false},
-		{"the Local Service deleted", func(c *Cluster) error { return c.DeleteService("ns", "local") }, true},
-		{"a Service deleted", func(c *Cluster) error { return c.DeleteService("ns", "b") }, true},
+		// A partial sync writes too little to be compiled onto nothing:
+		// the nodes restore its text onto their own chains until the
+		// next full sync.
+		{"the Local Service deleted", func(c *Cluster) error { return c.DeleteService("ns", "local") }, false},
+		{"a Service deleted", func(c *Cluster) error { return c.DeleteService("ns", "b") }, false},
+		{"an hour later, a Service added (a full sync)", func(c *Cluster) error {
+			if err := c.RunFor(ProxyFullSyncPeriod); err != nil {
+				return err
+			}
+			_, err := c.AddService(svc("c", false))
+			return err
+		}, true},
+		{"an endpoint gone (a partial sync)", func(c *Cluster) error { return c.DeletePod("ns", "web-1") }, true},
 	}
 	shared, text := build(true), build(false)
 	for _, st := range steps {

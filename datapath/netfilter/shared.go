@@ -216,6 +216,29 @@ func reusable(prev, like *Shared, declared map[string]bool, lines map[string][]s
 	return cand
 }
 
+// sameAs returns, when input writes onto prev only chains prev has, with
+// the lines prev's have (kube-proxy's partial sync after no change: the
+// top-level chains written again), a ruleset with prev's very chains and
+// summaries, whose input declares what input declares (those chains'
+// counters start again from zero); else nil. Its id is the caller's to set.
+func sameAs(table string, prev, like *Shared, input string, declared map[string]bool, lines map[string][]string, simple bool) *Shared {
+	if prev == nil || like != prev || !simple || prev.lines == nil || prev.table != table || prev.loops {
+		return nil
+	}
+	for name := range declared {
+		if prev.chains[name] == nil || !slices.Equal(prev.lines[name], lines[name]) {
+			return nil
+		}
+	}
+	for name := range lines {
+		if !declared[name] {
+			return nil // rules for a chain the input does not declare: restore's error
+		}
+	}
+	return &Shared{table: table, prev: prev.id, input: input, declared: declared, chains: prev.chains, names: prev.names,
+		allowed: prev.allowed, height: prev.height, lines: prev.lines, reused: len(declared)}
+}
+
 func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, simple bool) (*Shared, error) {
 	if prev != nil && prev.table != table {
 		return nil, errorf("shared ruleset for table %s used as the previous one of %s", prev.table, table)
@@ -237,6 +260,11 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	s := &Shared{table: table, id: sharedIDs, input: input, declared: declared}
 	if prev != nil {
 		s.prev = prev.id
+	}
+	if v := sameAs(table, prev, like, input, declared, lines, simple); v != nil {
+		sharedIDs++
+		v.id = sharedIDs
+		return v, nil
 	}
 	// Chains kept as they are (only when some ruleset before is given:
 	// an exact error comes from a compile without).

@@ -258,3 +258,29 @@ func TestCompileSharedLikeSharesUnchangedChains(t *testing.T) {
 	require.NoError(t, shared.RestoreShared(s2))
 	assert.Equal(t, text.Save(SaveOptions{Counters: true}), shared.Save(SaveOptions{Counters: true}))
 }
+
+// TestCompileSharedLikeSameRules: an input that writes again chains of the
+// previous ruleset with the same lines (a partial sync after no change)
+// gives a ruleset with the previous one's chains, and loading it is
+// restoring the text: the chains written start again from zero.
+func TestCompileSharedLikeSameRules(t *testing.T) {
+	in1 := kubeProxyInput(2, false)
+	in2 := "*nat\n:KUBE-MARK-MASQ - [0:0]\n-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000\nCOMMIT\n"
+	s1, err := CompileShared(NAT, nil, in1)
+	require.NoError(t, err)
+	s2, err := CompileSharedLike(NAT, s1, s1, in2)
+	require.NoError(t, err)
+	assert.Equal(t, s1.chains, s2.chains)
+	text, shared := newNF(t), newNF(t)
+	ensureJumps(t, text)
+	ensureJumps(t, shared)
+	require.NoError(t, text.Restore(in1, RestoreOptions{Noflush: true, Counters: true}))
+	require.NoError(t, shared.RestoreShared(s1))
+	for _, nf := range []*Netfilter{text, shared} {
+		require.NoError(t, nf.Exec(NAT, "-N", "PROBE"))
+		require.NoError(t, nf.Exec(NAT, "-A", "OUTPUT", "-j", "KUBE-MARK-MASQ"))
+	}
+	require.NoError(t, text.Restore(in2, RestoreOptions{Noflush: true, Counters: true}))
+	require.NoError(t, shared.RestoreShared(s2))
+	assert.Equal(t, text.Save(SaveOptions{Counters: true}), shared.Save(SaveOptions{Counters: true}))
+}
