@@ -14,12 +14,10 @@ import (
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 )
 
-// partialCluster is three nodes, a pod of app "a" and pods of app "b" on
-// each, and Services a and b selecting them.
-func partialCluster(t *testing.T, share bool) *Cluster {
+// lanNodes is a cluster of nodes n0, n1 and n2 on one LAN
+// (192.168.1.11-13/24).
+func lanNodes(t *testing.T) *Cluster {
 	t.Helper()
-	shareProxyRules = share
-	t.Cleanup(func() { shareProxyRules = true })
 	c, err := NewCluster(DefaultConfig())
 	require.NoError(t, err)
 	for i := range 3 {
@@ -27,6 +25,16 @@ func partialCluster(t *testing.T, share bool) *Cluster {
 			Addr: netip.MustParsePrefix(fmt.Sprintf("192.168.1.%d/24", 11+i)), Gateway: netip.MustParseAddr("192.168.1.1")}}})
 		require.NoError(t, err)
 	}
+	return c
+}
+
+// partialCluster is three nodes, a pod of app "a" and pods of app "b" on
+// each, and Services a and b selecting them.
+func partialCluster(t *testing.T, share bool) *Cluster {
+	t.Helper()
+	shareProxyRules = share
+	t.Cleanup(func() { shareProxyRules = true })
+	c := lanNodes(t)
 	web := []Container{{Name: "web", Ports: []ContainerPort{{ContainerPort: 80}}}}
 	for i := range 3 {
 		for _, app := range []string{"a", "b"} {
@@ -40,7 +48,7 @@ func partialCluster(t *testing.T, share bool) *Cluster {
 		specs = append(specs, ServiceSpec{Selector: map[string]string{"app": app}, Service: kubeproxy.Service{Namespace: "ns", Name: app,
 			Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}})
 	}
-	_, err = c.AddServices(specs)
+	_, err := c.AddServices(specs)
 	require.NoError(t, err)
 	return c
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,13 +21,7 @@ func TestProxyRulesSharedAcrossNodes(t *testing.T) {
 	build := func(share bool) *Cluster {
 		shareProxyRules = share
 		defer func() { shareProxyRules = true }()
-		c, err := NewCluster(DefaultConfig())
-		require.NoError(t, err)
-		for i := range 3 {
-			_, err := c.AddNode(NodeSpec{Name: fmt.Sprintf("n%d", i), NICs: []NICSpec{{Name: "eth0", Segment: "lan",
-				Addr: netip.MustParsePrefix(fmt.Sprintf("192.168.1.%d/24", 11+i)), Gateway: netip.MustParseAddr("192.168.1.1")}}})
-			require.NoError(t, err)
-		}
+		c := lanNodes(t)
 		web := []Container{{Name: "web", Ports: []ContainerPort{{ContainerPort: 80}}}}
 		for i := range 3 {
 			_, err := c.AddPod(PodSpec{Namespace: "ns", Name: fmt.Sprintf("web-%d", i), Node: fmt.Sprintf("n%d", i), Labels: map[string]string{"app": "web"}, Containers: web})
