@@ -1,6 +1,7 @@
 package ipset
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -39,7 +40,8 @@ func TestAgainstKernelIPSet(t *testing.T) {
 			t.Skipf("%s not installed", tool)
 		}
 	}
-	const ns = "kwipset-test"
+	// The pid keeps concurrent test runs out of each other's namespace.
+	ns := fmt.Sprintf("kwipset%d-test", os.Getpid())
 	_ = exec.Command("ip", "netns", "del", ns).Run()
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Skipf("cannot create a namespace: %s", out)
