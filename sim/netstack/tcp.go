@@ -22,43 +22,11 @@ import (
 // Accept, or dialled by the http.Transport of Stack.Transport) only waits
 // for whoever drives. Deadlines are on the world's clock.
 type TCPConn struct {
-	s            *Stack
-	ep           tcpip.Endpoint
-	wq           *waiter.Queue
-	fg           bool
+	sock
 	laddr, raddr *net.TCPAddr
-	rd, wd       deadline
-	closed       chan struct{}
 }
 
 var _ net.Conn = (*TCPConn)(nil)
-
-// SetDriving makes the connection's blocking calls drive the world (true)
-// or only wait for another caller to (false).
-func (c *TCPConn) SetDriving(fg bool) {
-	c.s.d.lock()
-	c.fg = fg
-	c.s.d.unlock()
-}
-
-func (c *TCPConn) enter() {
-	c.s.d.activity.Add(1)
-	c.s.d.lock()
-}
-
-func (c *TCPConn) leave() {
-	c.s.dirty = true
-	c.leaveQuiet()
-}
-
-// leaveQuiet ends a call that cannot have handed the stack's processor
-// work (a read, a write, a deadline: gVisor sends what they make on the
-// caller's goroutine, and no segment arrives while the world lock is
-// held), so the next settle has no barrier to run for it.
-func (c *TCPConn) leaveQuiet() {
-	c.s.d.unlock()
-	c.s.d.activity.Add(1)
-}
 
 func (c *TCPConn) opErr(op string, err error) error {
 	sc := ""
@@ -165,31 +133,6 @@ func (c *TCPConn) LocalAddr() net.Addr { return c.laddr }
 
 // RemoteAddr implements net.Conn.
 func (c *TCPConn) RemoteAddr() net.Addr { return c.raddr }
-
-// SetDeadline implements net.Conn, on the world's clock.
-func (c *TCPConn) SetDeadline(t time.Time) error {
-	c.enter()
-	defer c.leaveQuiet()
-	c.rd.set(c.s.d, t)
-	c.wd.set(c.s.d, t)
-	return nil
-}
-
-// SetReadDeadline implements net.Conn, on the world's clock.
-func (c *TCPConn) SetReadDeadline(t time.Time) error {
-	c.enter()
-	defer c.leaveQuiet()
-	c.rd.set(c.s.d, t)
-	return nil
-}
-
-// SetWriteDeadline implements net.Conn, on the world's clock.
-func (c *TCPConn) SetWriteDeadline(t time.Time) error {
-	c.enter()
-	defer c.leaveQuiet()
-	c.wd.set(c.s.d, t)
-	return nil
-}
 
 // SetKeepAlive turns TCP keepalive on or off (SO_KEEPALIVE).
 func (c *TCPConn) SetKeepAlive(on bool) error {
@@ -322,7 +265,7 @@ func (l *Listener) Close() error {
 func (l *Listener) Addr() net.Addr { return l.addr }
 
 func (s *Stack) newTCPConn(ep tcpip.Endpoint, wq *waiter.Queue, fg bool) *TCPConn {
-	c := &TCPConn{s: s, ep: ep, wq: wq, fg: fg, closed: make(chan struct{})}
+	c := &TCPConn{sock: sock{s: s, ep: ep, wq: wq, fg: fg, closed: make(chan struct{})}}
 	if a, err := ep.GetLocalAddress(); err == nil {
 		c.laddr = tcpAddr(a)
 	}

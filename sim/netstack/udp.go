@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net"
 	"os"
-	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
@@ -18,38 +17,14 @@ import (
 // socket is a foreground one (its reads drive the world); one from
 // ListenPacket is a background one.
 type UDPConn struct {
-	s            *Stack
-	ep           tcpip.Endpoint
-	wq           *waiter.Queue
-	fg           bool
+	sock
 	laddr, raddr *net.UDPAddr
-	rd, wd       deadline
-	closed       chan struct{}
 }
 
 var (
 	_ net.Conn       = (*UDPConn)(nil)
 	_ net.PacketConn = (*UDPConn)(nil)
 )
-
-// SetDriving makes the socket's blocking calls drive the world (true) or
-// only wait for another caller to (false).
-func (c *UDPConn) SetDriving(fg bool) {
-	c.s.d.lock()
-	c.fg = fg
-	c.s.d.unlock()
-}
-
-func (c *UDPConn) enter() {
-	c.s.d.activity.Add(1)
-	c.s.d.lock()
-}
-
-func (c *UDPConn) leave() {
-	c.s.dirty = true
-	c.s.d.unlock()
-	c.s.d.activity.Add(1)
-}
 
 func (c *UDPConn) opErr(op string, to net.Addr, err error) error {
 	sc := ""
@@ -154,31 +129,6 @@ func (c *UDPConn) RemoteAddr() net.Addr {
 	return c.raddr
 }
 
-// SetDeadline implements net.Conn, on the world's clock.
-func (c *UDPConn) SetDeadline(t time.Time) error {
-	c.enter()
-	defer c.leave()
-	c.rd.set(c.s.d, t)
-	c.wd.set(c.s.d, t)
-	return nil
-}
-
-// SetReadDeadline implements net.Conn, on the world's clock.
-func (c *UDPConn) SetReadDeadline(t time.Time) error {
-	c.enter()
-	defer c.leave()
-	c.rd.set(c.s.d, t)
-	return nil
-}
-
-// SetWriteDeadline implements net.Conn, on the world's clock.
-func (c *UDPConn) SetWriteDeadline(t time.Time) error {
-	c.enter()
-	defer c.leave()
-	c.wd.set(c.s.d, t)
-	return nil
-}
-
 func (s *Stack) newUDP(network, op string, laddr, raddr *net.UDPAddr, fg bool) (*UDPConn, error) {
 	d := s.d
 	d.activity.Add(1)
@@ -216,7 +166,7 @@ func (s *Stack) newUDP(network, op string, laddr, raddr *net.UDPAddr, fg bool) (
 			return nil, opError(op, network, "connect", nil, addr, errno(terr))
 		}
 	}
-	c := &UDPConn{s: s, ep: ep, wq: wq, fg: fg, raddr: raddr, closed: make(chan struct{})}
+	c := &UDPConn{sock: sock{s: s, ep: ep, wq: wq, fg: fg, closed: make(chan struct{})}, raddr: raddr}
 	if a, err := ep.GetLocalAddress(); err == nil {
 		c.laddr = &net.UDPAddr{IP: ip4(a.Addr), Port: int(a.Port)}
 	}

@@ -1,0 +1,74 @@
+package netstack
+
+import (
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/waiter"
+)
+
+// sock is what TCPConn and UDPConn share: the gVisor endpoint, its wait
+// queue, whether blocking calls drive the world, the virtual-time
+// deadlines, and the entry and exit of a call into the stack.
+type sock struct {
+	s      *Stack
+	ep     tcpip.Endpoint
+	wq     *waiter.Queue
+	fg     bool
+	rd, wd deadline
+	closed chan struct{}
+}
+
+// SetDriving makes the socket's blocking calls drive the world (true) or
+// only wait for another caller to (false).
+func (c *sock) SetDriving(fg bool) {
+	c.s.d.lock()
+	c.fg = fg
+	c.s.d.unlock()
+}
+
+func (c *sock) enter() {
+	c.s.d.activity.Add(1)
+	c.s.d.lock()
+}
+
+// leave ends a call that may have handed the stack's processor work, so
+// the next settle runs a barrier for it.
+func (c *sock) leave() {
+	c.s.dirty = true
+	c.leaveQuiet()
+}
+
+// leaveQuiet ends a call that cannot have handed the stack's processor
+// work (a TCP read or write, a deadline: gVisor sends what they make on the
+// caller's goroutine, and no segment arrives while the world lock is
+// held), so the next settle has no barrier to run for it.
+func (c *sock) leaveQuiet() {
+	c.s.d.unlock()
+	c.s.d.activity.Add(1)
+}
+
+// SetDeadline implements net.Conn, on the world's clock.
+func (c *sock) SetDeadline(t time.Time) error {
+	c.enter()
+	defer c.leaveQuiet()
+	c.rd.set(c.s.d, t)
+	c.wd.set(c.s.d, t)
+	return nil
+}
+
+// SetReadDeadline implements net.Conn, on the world's clock.
+func (c *sock) SetReadDeadline(t time.Time) error {
+	c.enter()
+	defer c.leaveQuiet()
+	c.rd.set(c.s.d, t)
+	return nil
+}
+
+// SetWriteDeadline implements net.Conn, on the world's clock.
+func (c *sock) SetWriteDeadline(t time.Time) error {
+	c.enter()
+	defer c.leaveQuiet()
+	c.wd.set(c.s.d, t)
+	return nil
+}
