@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
-	"github.com/kubewalk/kubewalk/sim/packet"
 )
 
 // ipvsBenchCluster is serviceCluster with kube-proxy in mode. In IPVS mode the
@@ -42,63 +40,22 @@ func BenchmarkIPVSModeFirstPacket(b *testing.B) {
 				r := ipvsBenchCluster(b, mode, n-1)
 				nf := r.W1.Netfilter
 				px, _ := r.W1.Proxier.(*sim.IPVSProxier)
-				ip := func(sport uint16) []byte {
-					p, err := packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, sport, 80, 1)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return p
-				}
-				if _, err := r.Client.Netns.Send(ip(1)); err != nil {
-					b.Fatal(err)
-				}
-				if err := r.World.Run(); err != nil {
-					b.Fatal(err)
-				}
-				syns := make([][]byte, 4096)
-				for i := range syns {
-					syns[i] = ip(uint16(2 + i))
-				}
-				got := &datapath.DropIf{Why: "benchmark: first packet only"}
-				r.Web2.Netns.Device("eth0").AddRxStage("bench", 0, got)
-				evals := nf.Evaluations
-				var lookups uint64
+				var flush func()
 				if px != nil {
-					lookups = px.IPVS.Lookups
+					flush = px.IPVS.FlushConns
 				}
-				e := r.World.Engine
-				b.ReportAllocs()
-				b.ResetTimer()
-				cpu, flushCPU := cpuTime(), time.Duration(0)
-				for i := 0; i < b.N; i++ {
-					if i%len(syns) == 0 && i > 0 {
-						b.StopTimer()
-						t := cpuTime()
-						r.W1.Conntrack.Flush()
-						r.W2.Conntrack.Flush()
-						if px != nil {
-							px.IPVS.FlushConns()
-						}
-						flushCPU += cpuTime() - t
-						b.StartTimer()
+				var evals, lookups uint64
+				runFirstPackets(b, r, flush, func() {
+					evals = nf.Evaluations
+					if px != nil {
+						lookups = px.IPVS.Lookups
 					}
-					p := e.Pool.Get()
-					p.SetIPPacket(syns[i%len(syns)])
-					r.Client.Netns.SendPacket(p)
-					if err := e.Run(); err != nil {
-						b.Fatal(err)
+				}, func() {
+					b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+					if px != nil {
+						b.ReportMetric(float64(px.IPVS.Lookups-lookups)/float64(b.N), "lookups/packet")
 					}
-				}
-				b.StopTimer()
-				reportCPU(b, cpu+flushCPU)
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
-				b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
-				if px != nil {
-					b.ReportMetric(float64(px.IPVS.Lookups-lookups)/float64(b.N), "lookups/packet")
-				}
-				if got.Dropped != b.N {
-					b.Fatalf("net/web-2 got %d of %d SYNs", got.Dropped, b.N)
-				}
+				})
 			})
 		}
 	}

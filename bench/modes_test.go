@@ -3,9 +3,7 @@ package bench
 import (
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
@@ -49,54 +47,11 @@ func BenchmarkServiceModesFirstPacket(b *testing.B) {
 			b.Run(fmt.Sprintf("mode=%s/services=%d", mode, n), func(b *testing.B) {
 				r := modeCluster(b, mode, n-1)
 				nf, nft := r.W1.Netfilter, r.W1.NFTables
-				ip := func(sport uint16) []byte {
-					p, err := packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, sport, 80, 1)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return p
-				}
-				if _, err := r.Client.Netns.Send(ip(1)); err != nil {
-					b.Fatal(err)
-				}
-				if err := r.World.Run(); err != nil {
-					b.Fatal(err)
-				}
-				syns := make([][]byte, 4096)
-				for i := range syns {
-					syns[i] = ip(uint16(2 + i))
-				}
-				got := &datapath.DropIf{Why: "benchmark: first packet only"}
-				r.Web2.Netns.Device("eth0").AddRxStage("bench", 0, got)
-				rules, exprs := nf.Evaluations+nft.Rules, nft.Evaluations
-				e := r.World.Engine
-				b.ReportAllocs()
-				b.ResetTimer()
-				cpu, flushCPU := cpuTime(), time.Duration(0)
-				for i := 0; i < b.N; i++ {
-					if i%len(syns) == 0 && i > 0 {
-						b.StopTimer()
-						t := cpuTime()
-						r.W1.Conntrack.Flush()
-						r.W2.Conntrack.Flush()
-						flushCPU += cpuTime() - t
-						b.StartTimer()
-					}
-					p := e.Pool.Get()
-					p.SetIPPacket(syns[i%len(syns)])
-					r.Client.Netns.SendPacket(p)
-					if err := e.Run(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				reportCPU(b, cpu+flushCPU)
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
-				b.ReportMetric(float64(nf.Evaluations+nft.Rules-rules)/float64(b.N), "rules/packet")
-				b.ReportMetric(float64(nft.Evaluations-exprs)/float64(b.N), "exprs/packet")
-				if got.Dropped != b.N {
-					b.Fatalf("net/web-2 got %d of %d SYNs", got.Dropped, b.N)
-				}
+				var rules, exprs uint64
+				runFirstPackets(b, r, nil, func() { rules, exprs = nf.Evaluations+nft.Rules, nft.Evaluations }, func() {
+					b.ReportMetric(float64(nf.Evaluations+nft.Rules-rules)/float64(b.N), "rules/packet")
+					b.ReportMetric(float64(nft.Evaluations-exprs)/float64(b.N), "exprs/packet")
+				})
 			})
 		}
 	}

@@ -28,58 +28,74 @@ func BenchmarkClusterIPFirstPacket(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			r := serviceCluster(b, n-1)
 			nf := r.W1.Netfilter
-			ip := func(sport uint16) []byte {
-				p, err := packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, sport, 80, 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return p
-			}
-			// warm ARP and FDB state
-			if _, err := r.Client.Netns.Send(ip(1)); err != nil {
-				b.Fatal(err)
-			}
-			if err := r.World.Run(); err != nil {
-				b.Fatal(err)
-			}
-			syns := make([][]byte, 4096)
-			for i := range syns {
-				syns[i] = ip(uint16(2 + i))
-			}
-			// web-2's eth0 takes the SYN off the wire: only the first
-			// packet's walk is measured, not the SYN-ACK and the client's RST.
-			got := &datapath.DropIf{Why: "benchmark: first packet only"}
-			r.Web2.Netns.Device("eth0").AddRxStage("bench", 0, got)
-			evals := nf.Evaluations
-			e := r.World.Engine
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu, flushCPU := cpuTime(), time.Duration(0)
-			for i := 0; i < b.N; i++ {
-				if i%len(syns) == 0 && i > 0 {
-					// Start a fresh conntrack state so every SYN is a new flow.
-					b.StopTimer()
-					t := cpuTime()
-					r.W1.Conntrack.Flush()
-					r.W2.Conntrack.Flush()
-					flushCPU += cpuTime() - t
-					b.StartTimer()
-				}
-				p := e.Pool.Get()
-				p.SetIPPacket(syns[i%len(syns)])
-				r.Client.Netns.SendPacket(p)
-				if err := e.Run(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			reportCPU(b, cpu+flushCPU)
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
-			b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
-			if got.Dropped != b.N {
-				b.Fatalf("net/web-2 got %d of %d SYNs", got.Dropped, b.N)
-			}
+			var evals uint64
+			runFirstPackets(b, r, nil, func() { evals = nf.Evaluations }, func() {
+				b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+			})
 		})
+	}
+}
+
+// runFirstPackets times the first packet of new connections: SYNs from
+// net/client to the net/web ClusterIP, 4,096 source ports, conntrack
+// flushed (with flush, if not nil, outside the timed CPU) before a port is
+// reused, each SYN taken off the wire at net/web-2's eth0 so that only its
+// walk is measured. start runs just before the timer starts (to read the
+// counters the caller reports), done after it stops.
+func runFirstPackets(b *testing.B, r *scenarios.Reference, flush func(), start, done func()) {
+	ip := func(sport uint16) []byte {
+		p, err := packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, sport, 80, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p
+	}
+	// warm ARP and FDB state
+	if _, err := r.Client.Netns.Send(ip(1)); err != nil {
+		b.Fatal(err)
+	}
+	if err := r.World.Run(); err != nil {
+		b.Fatal(err)
+	}
+	syns := make([][]byte, 4096)
+	for i := range syns {
+		syns[i] = ip(uint16(2 + i))
+	}
+	// web-2's eth0 takes the SYN off the wire: only the first packet's
+	// walk is measured, not the SYN-ACK and the client's RST.
+	got := &datapath.DropIf{Why: "benchmark: first packet only"}
+	r.Web2.Netns.Device("eth0").AddRxStage("bench", 0, got)
+	e := r.World.Engine
+	start()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu, flushCPU := cpuTime(), time.Duration(0)
+	for i := 0; i < b.N; i++ {
+		if i%len(syns) == 0 && i > 0 {
+			// Start a fresh conntrack state so every SYN is a new flow.
+			b.StopTimer()
+			t := cpuTime()
+			r.W1.Conntrack.Flush()
+			r.W2.Conntrack.Flush()
+			if flush != nil {
+				flush()
+			}
+			flushCPU += cpuTime() - t
+			b.StartTimer()
+		}
+		p := e.Pool.Get()
+		p.SetIPPacket(syns[i%len(syns)])
+		r.Client.Netns.SendPacket(p)
+		if err := e.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportCPU(b, cpu+flushCPU)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/packet")
+	done()
+	if got.Dropped != b.N {
+		b.Fatalf("net/web-2 got %d of %d SYNs", got.Dropped, b.N)
 	}
 }
 
