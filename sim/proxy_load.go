@@ -204,18 +204,21 @@ type proxyShare struct {
 
 var proxyTables = [2]string{"filter", "nat"}
 
+// proxyShareFor is what the nodes share for snapshot generation gen. The
+// rulesets of older generations are not asked for again: they are let go.
+func (c *Cluster) proxyShareFor(gen uint64) *proxyShare {
+	if c.proxyShare == nil || c.proxyShare.gen != gen {
+		c.proxyShare = &proxyShare{gen: gen}
+	}
+	return c.proxyShare
+}
+
 // sharedProxyRules returns the compiled filter and nat rules of snapshot
 // generation gen for node n's tables, or nil if they cannot be shared
 // (the node then generates and restores its own, with the errors that
 // gives).
 func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
-	sh := c.proxyShare
-	if sh == nil || sh.gen != gen {
-		// The rulesets of older generations are not asked for again:
-		// let them go.
-		sh = &proxyShare{gen: gen}
-		c.proxyShare = sh
-	}
+	sh := c.proxyShareFor(gen)
 	if !sh.generated {
 		sh.generated = true
 		rules, err := kubeproxy.Generate(cfg, snap)
@@ -290,11 +293,7 @@ type partialShare struct {
 // costs what its chains and the top-level chains cost.
 func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen, lastGen uint64, changed map[string]bool, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
 	var out [2]*netfilter.Shared
-	sh := c.proxyShare
-	if sh == nil || sh.gen != gen {
-		sh = &proxyShare{gen: gen}
-		c.proxyShare = sh
-	}
+	sh := c.proxyShareFor(gen)
 	// Nodes that synced last at different generations write the same
 	// input when the same Services changed since (a burst of events
 	// between two syncs of every node): one generation and compile.
