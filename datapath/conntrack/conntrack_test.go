@@ -32,20 +32,22 @@ func newTable(t *testing.T) (*datapath.Engine, *Table) {
 
 func TestFormatAndDeleteFilter(t *testing.T) {
 	e, tb := newTable(t)
-	mk := func(src, dst string, sp, dp uint16, proto uint8) *Entry {
+	mk := func(src, dst string, sp, dp uint16, proto uint8, nat func(*Entry)) *Entry {
 		tu := Tuple{Src: netip.MustParseAddr(src).As4(), Dst: netip.MustParseAddr(dst).As4(), Sport: sp, Dport: dp, Proto: proto}
 		en := tb.newEntry(tu, e.Now())
 		en.expires = e.Now() + 30*time.Second
+		if nat != nil {
+			nat(en)
+		}
 		require.Same(t, en, tb.confirm(en, e.Now()))
 		return en
 	}
-	u := mk("10.244.1.2", "10.96.0.10", 40000, 53, 17)
-	u.Reply.Src = [4]byte{10, 244, 2, 3}
-	delete(tb.m, u.Orig.Invert())
-	tb.m[u.Reply] = slot{e: u, reply: true}
-	u.Status |= StatusDstNAT
-	mk("10.244.1.2", "10.96.0.1", 40001, 443, 6).TCPState = TCPSynSent
-	ic := mk("10.244.1.2", "10.244.2.3", 9, 8<<8, 1)
+	u := mk("10.244.1.2", "10.96.0.10", 40000, 53, 17, func(en *Entry) {
+		en.Reply.Src = [4]byte{10, 244, 2, 3}
+		en.Status |= StatusDstNAT
+	})
+	mk("10.244.1.2", "10.96.0.1", 40001, 443, 6, nil).TCPState = TCPSynSent
+	ic := mk("10.244.1.2", "10.244.2.3", 9, 8<<8, 1, nil)
 	ic.Status |= StatusSeenReply
 	assert.Equal(t, "udp      17 30 src=10.244.1.2 dst=10.96.0.10 sport=40000 dport=53 [UNREPLIED] src=10.244.2.3 dst=10.244.1.2 sport=53 dport=40000 mark=0 use=1\n"+
 		"tcp      6 30 SYN_SENT src=10.244.1.2 dst=10.96.0.1 sport=40001 dport=443 [UNREPLIED] src=10.96.0.1 dst=10.244.1.2 sport=443 dport=40001 mark=0 use=1\n"+

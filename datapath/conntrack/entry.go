@@ -118,6 +118,10 @@ type Entry struct {
 	hnext    [2]hnode      // next node in the hash chains of Orig and Reply
 	t        *Table
 	rel      relatedRef
+	// prev and next link the table's live connections in ID order.
+	prev, next *Entry
+	handle     int32     // the index's name for the entry while confirmed
+	hash       [2]uint32 // the index hashes of Orig and Reply when inserted
 }
 
 // relatedRef is what a RELATED packet's CTRef points to: the same

@@ -141,6 +141,20 @@ func (e *Entry) SetupNAT(w *datapath.Walk, r NATRange, m Manip) {
 // binding. A source port that would clash with an existing connection is
 // still remapped, as the kernel does.
 func (e *Entry) NullBinding(w *datapath.Walk, m Manip) {
+	if e.Status&StatusConfirmed != 0 || e.NATDone(m) {
+		return
+	}
+	// get_unique_tuple keeps the tuple (the range is its own address)
+	// when its reply is unused, as it nearly always is: mark the binding
+	// done without building the range.
+	if !e.used(e.Reply.Invert()) {
+		if m == ManipSrc {
+			e.Status |= StatusSrcNATDone
+		} else {
+			e.Status |= StatusDstNATDone
+		}
+		return
+	}
 	a := e.Reply.Dst
 	if m == ManipDst {
 		a = e.Reply.Src

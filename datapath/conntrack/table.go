@@ -3,7 +3,6 @@ package conntrack
 import (
 	"encoding/binary"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -111,14 +110,9 @@ type Stats struct {
 	EarlyDrop uint64
 }
 
-type slot struct {
-	e     *Entry
-	reply bool
-}
-
 // Table is one network namespace's connection tracking table. Lookups are
-// by Tuple in either direction (two map keys per connection) and allocate
-// nothing. Expiry is evaluated lazily against virtual time: an expired
+// by Tuple in either direction (two index slots per connection) and
+// allocate nothing. Expiry is evaluated lazily against virtual time: an expired
 // entry is removed when a lookup, a listing or the full-table check meets
 // it, which is indistinguishable from the kernel's garbage collector for
 // anything that looks at the table.
@@ -126,12 +120,18 @@ type slot struct {
 // A Table is used from the engine's event loop only; it is not safe for
 // concurrent use.
 type Table struct {
-	ns       *datapath.Netns
-	max      int
-	to       Timeouts
-	loose    bool
-	m        map[Tuple]slot
-	count    int
+	ns    *datapath.Netns
+	max   int
+	to    Timeouts
+	loose bool
+	idx   tupleIndex
+	count int
+	// first and last are the ends of the list of live connections in ID
+	// (creation) order, the order of List and of the garbage collector.
+	first, last *Entry
+	// slab is where new entries are carved from, a batch at a time.
+	slab     []Entry
+	slabN    int // the size of the last slab
 	nbuckets uint32
 	// heads are the hash chains early_drop scans (each connection is in
 	// the chain of its original and of its reply tuple, newest first, as
@@ -139,7 +139,11 @@ type Table struct {
 	// kept up to date from then on; nil before.
 	heads []hnode
 	// recent caches the slots of tuples looked up lately (see find).
-	recent   [recentSlots]recentSlot
+	recent [recentSlots]recentSlot
+	// inserts counts index inserts; misses remembers tuples the index
+	// did not hold when inserts had this value (see find).
+	inserts  uint64
+	misses   missMemo
 	nextID   uint32
 	rover    uint16
 	Stats    Stats
@@ -150,7 +154,7 @@ type Table struct {
 // NewTable returns a table for ns without registering any stage; Install does
 // both.
 func NewTable(ns *datapath.Netns, cfg Config) *Table {
-	t := &Table{ns: ns, max: cfg.Max, to: DefaultTimeouts(), loose: !cfg.StrictTCP, m: map[Tuple]slot{}}
+	t := &Table{ns: ns, max: cfg.Max, to: DefaultTimeouts(), loose: !cfg.StrictTCP}
 	if t.max <= 0 {
 		t.max = DefaultMax
 	}
@@ -209,18 +213,18 @@ func (t *Table) Len() int {
 // Lookup finds the live connection a tuple belongs to and whether the tuple
 // is its reply direction.
 func (t *Table) Lookup(tu Tuple) (*Entry, bool, bool) {
-	s, ok := t.find(tu)
+	e, reply, ok := t.find(tu)
 	if !ok {
 		return nil, false, false
 	}
-	if s.e.expires <= t.now() {
-		t.remove(s.e)
+	if e.expires <= t.now() {
+		t.remove(e)
 		return nil, false, false
 	}
-	return s.e, s.reply, true
+	return e, reply, true
 }
 
-// recentSlots is the size of the direct-mapped cache in front of the map.
+// recentSlots is the size of the direct-mapped cache in front of the index.
 const (
 	recentBits  = 6
 	recentSlots = 1 << recentBits
@@ -230,7 +234,7 @@ const (
 // looked up. It stays right while that connection lives: a confirmed
 // connection's tuples never change and no other live connection can take
 // them (confirm refuses a clash), and remove marks it dying. So a slot
-// whose entry is not dying answers exactly what the map would.
+// whose entry is not dying answers exactly what the index would.
 type recentSlot struct {
 	tu    Tuple
 	reply bool
@@ -243,18 +247,57 @@ func (tu *Tuple) recentIndex() int {
 	return int(h >> (32 - recentBits))
 }
 
-// find is the map lookup of tu (live or not), through the recent cache:
+// find is the index lookup of tu (live or not), through the recent cache:
 // the walk looks the same few tuples up at every hook of every packet.
-func (t *Table) find(tu Tuple) (slot, bool) {
+func (t *Table) find(tu Tuple) (*Entry, bool, bool) {
 	c := &t.recent[tu.recentIndex()]
 	if c.e != nil && c.tu == tu && c.e.Status&StatusDying == 0 {
-		return slot{e: c.e, reply: c.reply}, true
+		return c.e, c.reply, true
 	}
-	s, ok := t.m[tu]
+	if t.misses.has(t.inserts, &tu) {
+		return nil, false, false
+	}
+	e, reply, ok := t.idx.lookup(&tu)
 	if ok {
-		*c = recentSlot{tu: tu, reply: s.reply, e: s.e}
+		*c = recentSlot{tu: tu, reply: reply, e: e}
+	} else {
+		t.misses.add(t.inserts, &tu)
 	}
-	return s, ok
+	return e, reply, ok
+}
+
+// missMemo remembers the last few tuples the index did not hold. Only an
+// insert can make such a tuple present, so the memo holds while the
+// table's insert count is unchanged: a new connection's tuples are looked
+// up four or five times (conntrack-in, each NAT binding's clash check,
+// confirm) and found absent each time; the memo answers all but the
+// first of each.
+type missMemo struct {
+	inserts uint64
+	n       int
+	tu      [4]Tuple
+}
+
+func (m *missMemo) has(inserts uint64, tu *Tuple) bool {
+	if m.inserts != inserts {
+		return false
+	}
+	for i := range m.n {
+		if m.tu[i] == *tu {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *missMemo) add(inserts uint64, tu *Tuple) {
+	if m.inserts != inserts {
+		m.inserts, m.n = inserts, 0
+	}
+	if m.n < len(m.tu) {
+		m.tu[m.n] = *tu
+		m.n++
+	}
 }
 
 // taken reports whether a tuple is used by a live connection in either
@@ -269,16 +312,24 @@ func (t *Table) remove(e *Entry) {
 		return
 	}
 	e.Status |= StatusDying
-	if s, ok := t.m[e.Orig]; ok && s.e == e {
-		delete(t.m, e.Orig)
-	}
-	if s, ok := t.m[e.Reply]; ok && s.e == e {
-		delete(t.m, e.Reply)
-	}
+	t.idx.remove(e, 0)
+	t.idx.remove(e, 1)
+	t.idx.release(e)
 	if t.heads != nil {
 		t.unlink(e, 0)
 		t.unlink(e, 1)
 	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		t.first = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		t.last = e.prev
+	}
+	e.prev, e.next = nil, nil
 	t.count--
 }
 
@@ -286,14 +337,12 @@ func (t *Table) remove(e *Entry) {
 func (t *Table) Kill(e *Entry) { t.remove(e) }
 
 func (t *Table) gc(now time.Duration) {
-	var dead []*Entry
-	for _, s := range t.m {
-		if !s.reply && s.e.expires <= now {
-			dead = append(dead, s.e)
+	for e := t.first; e != nil; {
+		next := e.next
+		if e.expires <= now {
+			t.remove(e)
 		}
-	}
-	for _, e := range dead {
-		t.remove(e)
+		e = next
 	}
 }
 
@@ -303,12 +352,9 @@ func (t *Table) List() []*Entry {
 	now := t.now()
 	t.gc(now)
 	out := make([]*Entry, 0, t.count)
-	for _, s := range t.m {
-		if !s.reply {
-			out = append(out, s.e)
-		}
+	for e := t.first; e != nil; e = e.next {
+		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b *Entry) int { return int(int64(a.ID) - int64(b.ID)) })
 	return out
 }
 
@@ -355,25 +401,74 @@ func (f *Filter) Matches(e *Entry) bool {
 // `conntrack -D` does (kube-proxy deletes stale UDP entries by protocol and
 // original destination or reply source this way).
 func (t *Table) Delete(f Filter) int {
+	t.gc(t.now())
 	n := 0
-	for _, e := range t.List() {
+	for e := t.first; e != nil; {
+		next := e.next
 		if f.Matches(e) {
 			t.remove(e)
 			n++
 		}
+		e = next
 	}
 	return n
 }
 
-// Flush removes every connection (`conntrack -F`).
-func (t *Table) Flush() { t.Delete(Filter{}) }
+// Flush removes every connection (`conntrack -F`): what Delete(Filter{})
+// does, without taking the index apart slot by slot.
+func (t *Table) Flush() {
+	for e := t.first; e != nil; {
+		next := e.next
+		e.Status |= StatusDying
+		e.handle, e.prev, e.next, e.hnext = 0, nil, nil, [2]hnode{}
+		e = next
+	}
+	t.first, t.last = nil, nil
+	t.idx.reset()
+	clear(t.heads)
+	t.count = 0
+}
 
-// newEntry creates an unconfirmed entry for tuple tu.
+// slabMax is the most entries newEntry carves out of one allocation.
+const slabMax = 128 // 18 KiB: the allocator's small-object path
+
+// newEntry creates an unconfirmed entry for tuple tu. Entries are carved
+// from slabs, doubling from 4 up to slabMax, so that a busy table does
+// not allocate per connection; an entry is never reused (a packet or a
+// caller may still hold a removed one, as the kernel's refcount allows).
 func (t *Table) newEntry(tu Tuple, now time.Duration) *Entry {
+	if len(t.slab) == 0 {
+		t.slabN = min(max(2*t.slabN, 4), slabMax)
+		t.slab = make([]Entry, t.slabN)
+	}
+	e := &t.slab[0]
+	t.slab = t.slab[1:]
 	t.nextID++
-	e := &Entry{ID: t.nextID, Orig: tu, Reply: tu.Invert(), t: t}
+	e.ID, e.Orig, e.Reply, e.t = t.nextID, tu, tu.Invert(), t
 	e.rel.e = e
 	return e
+}
+
+// append adds a newly confirmed e to the ID-ordered list: at the end,
+// unless connections created after it were confirmed first.
+func (t *Table) append(e *Entry) {
+	at := t.last
+	for at != nil && at.ID > e.ID {
+		at = at.prev
+	}
+	e.prev = at
+	if at == nil {
+		e.next = t.first
+		t.first = e
+	} else {
+		e.next = at.next
+		at.next = e
+	}
+	if e.next == nil {
+		t.last = e
+	} else {
+		e.next.prev = e
+	}
 }
 
 // full reports whether a new connection must be refused, after reaping
@@ -409,8 +504,13 @@ func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
 		return nil
 	}
 	e.Status |= StatusConfirmed
-	t.m[e.Orig] = slot{e: e}
-	t.m[e.Reply] = slot{e: e, reply: true}
+	t.inserts++
+	t.idx.handle(e)
+	if e.Orig != e.Reply {
+		t.idx.insert(e, 0, &e.Orig)
+	}
+	t.idx.insert(e, 1, &e.Reply) // a tuple that is its own reply is the reply
+	t.append(e)
 	if t.heads != nil {
 		t.link(e)
 	}
