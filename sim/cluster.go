@@ -91,7 +91,13 @@ type Cluster struct {
 
 	cp    *controlPlane
 	nodes []*Node
-	pods  []*Pod
+	// nodeByName indexes nodes by name: the kubelet and kube-proxy look
+	// their node up on every pod and every sync.
+	nodeByName map[string]*Node
+	// proxyFailing counts the nodes whose last kube-proxy sync failed, so
+	// that the check after every change costs nothing when none has.
+	proxyFailing int
+	pods         []*Pod
 	// podByName indexes pods by "namespace/name": the duplicate-name
 	// check of every AddPod is a lookup, not a scan.
 	podByName  map[string]*Pod
@@ -429,8 +435,13 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 	}
 	n.Proxier = px
 	c.nodes = append(c.nodes, n)
+	if c.nodeByName == nil {
+		c.nodeByName = map[string]*Node{}
+	}
+	c.nodeByName[n.Name] = n
 	if err := c.registerNode(n, spec); err != nil {
 		c.nodes = c.nodes[:len(c.nodes)-1]
+		delete(c.nodeByName, n.Name)
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	if err := c.startFlanneld(n); err != nil {
@@ -455,12 +466,7 @@ func (c *Cluster) AddNode(spec NodeSpec) (*Node, error) {
 
 // Node returns the node named name, or nil.
 func (c *Cluster) Node(name string) *Node {
-	for _, n := range c.nodes {
-		if n.Name == name {
-			return n
-		}
-	}
-	return nil
+	return c.nodeByName[name]
 }
 
 // Nodes returns the nodes in creation order.
@@ -534,12 +540,12 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 	if spec.Node != "" && c.Node(spec.Node) == nil {
 		return nil, &ConfigError{Object: obj, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
 	}
-	if _, err := c.API.Get("Namespace", "", spec.Namespace); err != nil {
+	if _, ok := c.API.Peek("Namespace", "", spec.Namespace); !ok {
 		if _, err := c.API.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Namespace}}); err != nil {
 			return nil, &ConfigError{Object: obj, Msg: err.Error()}
 		}
 	}
-	if _, err := c.API.Create(podObject(spec)); err != nil {
+	if err := c.API.Submit(podObject(spec)); err != nil {
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	if err := c.Settle(); err != nil {

@@ -87,18 +87,18 @@ func (c *Cluster) startControlPlane() error {
 	c.cp = cp
 	cp.kubelet = controller.NewQueue(eng, "kubelet", 0, c.syncPod)
 	cp.proxy = controller.NewQueue(eng, "kube-proxy", 0, c.syncProxies)
-	api.Watch("Pod", func(ev watch.Event) {
+	api.WatchReadOnly("Pod", func(ev watch.Event) {
 		p := ev.Object.(*corev1.Pod)
 		if p.Spec.NodeName != "" || c.Pod(p.Namespace, p.Name) != nil {
 			cp.kubelet.Add(controller.Key(p.Namespace, p.Name))
 		}
 	})
 	c.watchProxyConfig()
-	api.Watch("Service", func(ev watch.Event) { c.observeService(ev) })
-	api.Watch("EndpointSlice", func(ev watch.Event) { c.observeSlice(ev) })
+	api.WatchReadOnly("Service", func(ev watch.Event) { c.observeService(ev) })
+	api.WatchReadOnly("EndpointSlice", func(ev watch.Event) { c.observeSlice(ev) })
 	// kube-proxy's node informer watches its own Node only: a joining
 	// node's kube-proxy makes its first sync; the others do nothing.
-	api.Watch("Node", func(ev watch.Event) {
+	api.WatchReadOnly("Node", func(ev watch.Event) {
 		if ev.Type == watch.Added {
 			c.queueProxySync(ev.Object.(*corev1.Node).Name)
 		}
@@ -212,6 +212,9 @@ func (c *Cluster) syncProxies(name string) (controller.Result, error) {
 
 // proxyError is the kube-proxy sync failures on the nodes, if any.
 func (c *Cluster) proxyError() error {
+	if c.proxyFailing == 0 {
+		return nil
+	}
 	var errs []error
 	for _, n := range c.nodes {
 		if n.ProxySyncError != nil {
@@ -346,8 +349,10 @@ func (c *Cluster) SetNetworkUnavailable(n *Node, unavailable bool) error {
 func (c *Cluster) syncPod(key string) (controller.Result, error) {
 	ns, name := controller.SplitKey(key)
 	running := c.Pod(ns, name)
-	o, err := c.API.Get("Pod", ns, name)
-	if err != nil {
+	// The stored object, read and never modified (the informer cache's
+	// copy): the writes below are of copies.
+	o, ok := c.API.Peek("Pod", ns, name)
+	if !ok {
 		if running != nil {
 			c.killPod(running)
 		}
@@ -408,7 +413,7 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 			return controller.Result{RequeueAfter: PodRetryBackoff}, nil
 		}
 	}
-	p, err := c.runPod(podSpecOf(pod), n, pod)
+	p, err := c.runPod(podSpecOf(pod), n, pod.DeepCopy())
 	if err != nil {
 		c.podWaiting(pod, "ContainerCreating", "")
 		c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
@@ -439,7 +444,7 @@ func (c *Cluster) podWaiting(pod *corev1.Pod, reason, msg string) {
 	up.Status = *st
 	controller.SetPodCondition(up, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady",
 		Message: "containers with unready status: [" + containerNames(pod) + "]", LastTransitionTime: now})
-	_, _ = c.API.UpdateStatus(up)
+	_ = c.API.WriteStatus(up)
 }
 
 func containerNames(p *corev1.Pod) string {
@@ -474,7 +479,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	for _, t := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
 		controller.SetPodCondition(up, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
 	}
-	_, _ = c.API.UpdateStatus(up)
+	_ = c.API.WriteStatus(up)
 	for _, ct := range pod.Spec.Containers {
 		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", ct.Image))
 		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Created", "Created container: "+ct.Name)

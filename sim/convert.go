@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,7 +27,7 @@ const EchoPortsAnnotation = "kubewalk.io/echo-ports"
 // spec has none.
 func podObject(spec PodSpec) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cmp.Or(spec.Namespace, "default"), Name: spec.Name,
-		Labels: spec.Labels},
+		Labels: maps.Clone(spec.Labels)},
 		Spec: corev1.PodSpec{NodeName: spec.Node, HostNetwork: spec.HostNetwork}}
 	var echo []string
 	for _, c := range spec.Containers {
@@ -54,7 +55,7 @@ func podObject(spec PodSpec) *corev1.Pod {
 // ports its containers bind.
 func podSpecOf(p *corev1.Pod) PodSpec {
 	echo := strings.Split(p.Annotations[EchoPortsAnnotation], ",")
-	spec := PodSpec{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: p.Labels, HostNetwork: p.Spec.HostNetwork}
+	spec := PodSpec{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: maps.Clone(p.Labels), HostNetwork: p.Spec.HostNetwork}
 	for _, c := range p.Spec.Containers {
 		ct := Container{Name: c.Name}
 		for _, port := range c.Ports {

@@ -69,7 +69,7 @@ func (f *flanneld) setCurrent(name string, l flannel.Lease, ok bool) {
 
 func (c *Cluster) watchFlannel() {
 	c.flannel = &flanneld{leases: map[string]flannel.Lease{}, cur: map[string]flannel.Lease{}}
-	c.API.Watch("Node", func(ev watch.Event) {
+	c.API.WatchReadOnly("Node", func(ev watch.Event) {
 		no := ev.Object.(*corev1.Node)
 		f := c.flannel
 		old, had := f.leases[no.Name]

@@ -194,9 +194,16 @@ func (c *Cluster) snapshotGen(snap kubeproxy.Snapshot) (uint64, bool) {
 // syncNode is node n's kube-proxy syncing snap. A node that fails keeps
 // its previous rules and does not stop the others.
 func (c *Cluster) syncNode(n *Node, snap kubeproxy.Snapshot) error {
+	was := n.ProxySyncError != nil
 	n.ProxySyncError = n.Proxier.Sync(snap)
 	if n.ProxySyncError != nil {
 		n.RestoreFailures++
+	}
+	switch is := n.ProxySyncError != nil; {
+	case is && !was:
+		c.proxyFailing++
+	case was && !is:
+		c.proxyFailing--
 	}
 	return n.ProxySyncError
 }

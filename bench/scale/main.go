@@ -39,6 +39,7 @@ func main() {
 	packets := flag.Int("packets", 20000, "established packets timed")
 	child := flag.Bool("child", false, "run one size in this process (internal)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the child to this file (one size only)")
+	memprofile := flag.String("memprofile", "", "write a heap profile of the child, taken when the build is done, to this file (one size only)")
 	flag.Parse()
 	if *child {
 		if *cpuprofile != "" {
@@ -54,6 +55,7 @@ func main() {
 		}
 		n, err := strconv.Atoi(*nodes)
 		if err == nil {
+			memProfile = *memprofile
 			err = run(n, *pods, *services, *endpoints, *packets)
 		}
 		if err != nil {
@@ -72,7 +74,7 @@ func main() {
 	fmt.Println("| nodes | pods | build | nodes / pods / services phase | peak RSS | established walk | one endpoint change, settled on every node | full re-sync, no change |")
 	fmt.Println("|---:|---:|---:|---|---:|---:|---:|---:|")
 	for _, s := range strings.Split(*nodes, ",") {
-		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
+		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-memprofile", *memprofile, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
 			"-endpoints", strconv.Itoa(*endpoints), "-packets", strconv.Itoa(*packets))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -80,6 +82,10 @@ func main() {
 		}
 	}
 }
+
+// memProfile is where run writes the heap profile when the build is done
+// ("" for none).
+var memProfile string
 
 // run builds one cluster and prints its table row.
 func run(nodes, podsPerNode, services, endpoints, packets int) error {
@@ -91,6 +97,7 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 		return err
 	}
 	start := time.Now()
+	cpu0 := cpuTime()
 	for i := 0; i < nodes; i++ {
 		addr := netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 20, byte((i + 10) >> 8), byte(i + 10)}), 16)
 		if _, err := c.AddNode(sim.NodeSpec{Name: fmt.Sprintf("node-%05d", i), NICs: []sim.NICSpec{{
@@ -99,6 +106,7 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 		}
 	}
 	tNodes := time.Since(start)
+	cpuNodes := cpuTime()
 	// Pods in groups of `endpoints`, consecutive pods on consecutive nodes
 	// so a Service's endpoints are spread; Service i selects group i mod
 	// the number of groups.
@@ -112,6 +120,7 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 		}
 	}
 	tPods := time.Since(start) - tNodes
+	cpuPods := cpuTime()
 	specs := make([]sim.ServiceSpec, services)
 	for i := range specs {
 		specs[i] = sim.ServiceSpec{Selector: map[string]string{"group": strconv.Itoa(i % groups)}, Service: kubeproxy.Service{
@@ -124,6 +133,27 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 	}
 	build := time.Since(start)
 	tSvcs := build - tNodes - tPods
+	cpuSvcs := cpuTime()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	// The process CPU time of each phase (both cores, GC included), on
+	// stderr: on a shared machine it says more than the wall clock.
+	fmt.Fprintf(os.Stderr, "%d nodes: build CPU %.1f s (%.1f / %.1f / %.1f), %d GCs, GC %.0f%% of CPU\n", nodes,
+		(cpuSvcs - cpu0).Seconds(), (cpuNodes - cpu0).Seconds(), (cpuPods - cpuNodes).Seconds(), (cpuSvcs - cpuPods).Seconds(),
+		ms.NumGC, 100*ms.GCCPUFraction)
+	if memProfile != "" {
+		runtime.GC()
+		f, err := os.Create(memProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
 
 	if f := os.Getenv("SCALE_WALK_PROFILE"); f != "" {
 		if pf, err := os.Create(f); err == nil {
@@ -205,6 +235,15 @@ func established(c *sim.Cluster, svc *sim.Service, packets int) (float64, error)
 		return 0, err
 	}
 	return float64(time.Since(t0).Nanoseconds()) / float64(packets), nil
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakRSS is VmHWM from /proc/self/status, or the Go runtime's view of

@@ -26,6 +26,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -52,7 +53,7 @@ type Server struct {
 
 	rev     uint64
 	objs    map[string]map[string]Object // kind → "ns/name" → stored object (never mutated)
-	watches map[string][]func(watch.Event)
+	watches map[string][]watcher
 	uids    uint64
 
 	indexers map[string]map[string]IndexFunc                      // kind → index → func
@@ -91,7 +92,7 @@ func New(cfg Config, now func() time.Time, rng *rand.Rand) (*Server, error) {
 		cfg.NodePortLo, cfg.NodePortHi = 30000, 32767
 	}
 	cfg.SecurePort = cmp.Or(cfg.SecurePort, 6443)
-	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]func(watch.Event){},
+	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]watcher{},
 		events: map[string]string{}}
 	s.initIndexes()
 	for _, ns := range []string{"default", "kube-node-lease", "kube-public", "kube-system"} {
@@ -129,22 +130,70 @@ func (s *Server) kind(name string) (Kind, error) {
 	return k, nil
 }
 
-// Watch registers fn for every change to objects of kind, delivered
-// synchronously in write order (after a transaction commits, for writes
-// made inside one).
-func (s *Server) Watch(kind string, fn func(watch.Event)) {
-	s.watches[kind] = append(s.watches[kind], fn)
+// watcher is one Watch callback; readOnly ones promise not to modify the
+// object they are given, so they may be handed the stored object itself.
+type watcher struct {
+	fn       func(watch.Event)
+	readOnly bool
 }
 
+// Watch registers fn for every change to objects of kind, delivered
+// synchronously in write order (after a transaction commits, for writes
+// made inside one). The object fn is given is its own copy.
+func (s *Server) Watch(kind string, fn func(watch.Event)) {
+	s.watches[kind] = append(s.watches[kind], watcher{fn: fn})
+}
+
+// WatchReadOnly is Watch for a callback that never modifies the object it
+// is given (an informer's handler that only reads it or keeps it as its
+// cache's copy): it is handed the stored object, which the server never
+// modifies either (a write stores a new object), and no copy is made.
+func (s *Server) WatchReadOnly(kind string, fn func(watch.Event)) {
+	s.watches[kind] = append(s.watches[kind], watcher{fn: fn, readOnly: true})
+}
+
+// notify delivers obj, the object as stored (never modified afterwards),
+// to the watchers of kind: the read-only ones get obj, the others one copy
+// made for them.
 func (s *Server) notify(kind string, t watch.EventType, obj Object) {
-	ev := watch.Event{Type: t, Object: obj}
 	if s.tx != nil {
-		s.tx.pending = append(s.tx.pending, pendingEvent{kind, ev})
+		s.tx.pending = append(s.tx.pending, pendingEvent{kind, watch.Event{Type: t, Object: obj}})
 		return
 	}
-	for _, fn := range s.watches[kind] {
-		fn(ev)
+	s.deliver(kind, watch.Event{Type: t, Object: obj})
+}
+
+func (s *Server) deliver(kind string, ev watch.Event) {
+	ws := s.watches[kind]
+	var cp runtime.Object
+	for _, w := range ws {
+		if !w.readOnly && cp == nil {
+			cp = ev.Object.DeepCopyObject()
+		}
 	}
+	for _, w := range ws {
+		if w.readOnly {
+			w.fn(ev)
+		} else {
+			w.fn(watch.Event{Type: ev.Type, Object: cp})
+		}
+	}
+}
+
+// Peek returns the stored object itself, without the copy Get makes, for
+// a caller that only reads it: it must not be modified (the server never
+// modifies a stored object either: a write stores a new one, so what Peek
+// returned stays the state it was).
+func (s *Server) Peek(kind, namespace, name string) (Object, bool) {
+	k, ok := LookupKind(kind)
+	if !ok {
+		return nil, false
+	}
+	if !k.Namespaced {
+		namespace = ""
+	}
+	o, ok := s.objs[kind][key(namespace, name)]
+	return o, ok
 }
 
 // Get returns a copy of the stored object, or a NotFound error in the API
@@ -206,12 +255,27 @@ func (s *Server) Count(kind string) int { return len(s.objs[kind]) }
 // Create stores a new object after defaulting, allocation and validation,
 // and returns the stored copy.
 func (s *Server) Create(obj Object) (Object, error) {
+	return s.create(obj.DeepCopyObject().(Object), true)
+}
+
+// Submit is Create for a caller that hands obj over and does not need the
+// stored copy back (a component posting an object it built for the
+// purpose): the server may keep obj itself, so the caller must not use it
+// afterwards.
+func (s *Server) Submit(obj Object) error {
+	_, err := s.create(obj, false)
+	return err
+}
+
+// create is Create of an object the server may keep as it is (a copy, or
+// one the caller made for it); it returns a copy of the stored object
+// only when result is set.
+func (s *Server) create(obj Object, result bool) (Object, error) {
 	kind := KindOf(obj)
 	k, err := s.kind(kind)
 	if err != nil {
 		return nil, err
 	}
-	obj = obj.DeepCopyObject().(Object)
 	if k.Namespaced {
 		if obj.GetNamespace() == "" {
 			obj.SetNamespace(metav1.NamespaceDefault)
@@ -261,7 +325,10 @@ func (s *Server) Create(obj Object) (Object, error) {
 	obj.SetGeneration(1)
 	obj.SetManagedFields(nil)
 	s.store(k, obj)
-	s.notify(kind, watch.Added, obj.DeepCopyObject().(Object))
+	s.notify(kind, watch.Added, obj)
+	if !result {
+		return nil, nil
+	}
 	return obj.DeepCopyObject().(Object), nil
 }
 
@@ -314,13 +381,26 @@ func (s *Server) Update(obj Object) (Object, error) { return s.update(obj, false
 // subresource does.
 func (s *Server) UpdateStatus(obj Object) (Object, error) { return s.update(obj, true) }
 
+// WriteStatus is UpdateStatus for a caller that hands obj over and does
+// not need the stored copy back (a kubelet's status update): the server
+// may keep obj itself, so the caller must not use it afterwards.
+func (s *Server) WriteStatus(obj Object) error {
+	_, err := s.write(obj, true, false)
+	return err
+}
+
 func (s *Server) update(obj Object, status bool) (Object, error) {
+	return s.write(obj.DeepCopyObject().(Object), status, true)
+}
+
+// write is update of an object the server may keep as it is; it returns a
+// copy of the stored object only when result is set.
+func (s *Server) write(obj Object, status, result bool) (Object, error) {
 	kind := KindOf(obj)
 	k, err := s.kind(kind)
 	if err != nil {
 		return nil, err
 	}
-	obj = obj.DeepCopyObject().(Object)
 	ns := obj.GetNamespace()
 	if !k.Namespaced {
 		ns = ""
@@ -371,12 +451,31 @@ func (s *Server) update(obj Object, status bool) (Object, error) {
 	}
 	obj.SetResourceVersion(old.GetResourceVersion())
 	setTypeMeta(obj, k)
-	if apiequality.Semantic.DeepEqual(obj, old) {
+	// A status write that changes the status is no no-op: that is found
+	// comparing the status alone, before the whole object.
+	if !(status && !fieldEqual(obj, old, "Status")) && apiequality.Semantic.DeepEqual(obj, old) {
+		if !result {
+			return nil, nil
+		}
 		return obj.DeepCopyObject().(Object), nil // no-op writes do not bump the revision
 	}
 	s.store(k, obj)
-	s.notify(kind, watch.Modified, obj.DeepCopyObject().(Object))
+	s.notify(kind, watch.Modified, obj)
+	if !result {
+		return nil, nil
+	}
 	return obj.DeepCopyObject().(Object), nil
+}
+
+// fieldEqual reports whether a's and b's field name are semantically
+// equal (true when the type has no such field).
+func fieldEqual(a, b Object, name string) bool {
+	af := reflect.ValueOf(a).Elem().FieldByName(name)
+	bf := reflect.ValueOf(b).Elem().FieldByName(name)
+	if !af.IsValid() || !bf.IsValid() {
+		return true
+	}
+	return apiequality.Semantic.DeepEqual(af.Interface(), bf.Interface())
 }
 
 // Delete removes the object and delivers its last state to watchers.
@@ -406,7 +505,7 @@ func (s *Server) Delete(kind, namespace, name string) error {
 				c.DeletionGracePeriodSeconds = &grace
 				k, _ := LookupKind(kind)
 				s.store(k, c)
-				s.notify(kind, watch.Modified, c.DeepCopyObject().(Object))
+				s.notify(kind, watch.Modified, c)
 				return nil
 			}
 		}
@@ -472,9 +571,7 @@ func (s *Server) Commit() {
 	t := s.tx
 	s.tx = nil
 	for _, p := range t.pending {
-		for _, fn := range s.watches[p.kind] {
-			fn(p.ev)
-		}
+		s.deliver(p.kind, p.ev)
 	}
 }
 
@@ -628,6 +725,6 @@ func (s *Server) UpdateBinding(pod *corev1.Pod) (Object, error) {
 		c.Status.Conditions = append(c.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now})
 	}
 	s.store(k, c)
-	s.notify("Pod", watch.Modified, c.DeepCopyObject().(Object))
+	s.notify("Pod", watch.Modified, c)
 	return c.DeepCopyObject().(Object), nil
 }

@@ -174,3 +174,74 @@ func TestApply(t *testing.T) {
 	o, _ := s.Get("Service", "default", "web")
 	require.Equal(t, int64(2), o.GetGeneration())
 }
+
+// The copies a caller may skip (Peek, WatchReadOnly, Submit, WriteStatus)
+// change nothing a caller of Get, Watch, Create and UpdateStatus sees: a
+// Watch callback still gets its own copy, the stored object is never one
+// a caller can modify through Get, and a status write that changes
+// nothing is still a no-op.
+func TestReadOnlyAndOwnedPaths(t *testing.T) {
+	s := newServer(t)
+	var seen, seenRO []*corev1.Pod
+	s.Watch("Pod", func(ev watch.Event) {
+		p := ev.Object.(*corev1.Pod)
+		p.Labels["mutated"] = "by-watcher" // its own copy: harmless
+		seen = append(seen, p)
+	})
+	s.WatchReadOnly("Pod", func(ev watch.Event) { seenRO = append(seenRO, ev.Object.(*corev1.Pod)) })
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}}}
+	require.NoError(t, s.Submit(pod))
+	stored, ok := s.Peek("Pod", "default", "web")
+	require.True(t, ok)
+	require.Same(t, stored, seenRO[0], "a read-only watcher is handed the stored object")
+	require.NotSame(t, stored, seen[0], "a watcher is handed a copy")
+	require.Equal(t, map[string]string{"app": "web"}, stored.GetLabels(), "the watcher's edit did not reach the store")
+	got, err := s.Get("Pod", "default", "web")
+	require.NoError(t, err)
+	require.NotSame(t, stored, got, "Get copies")
+	_, ok = s.Peek("Pod", "default", "nope")
+	require.False(t, ok)
+	_, ok = s.Peek("Widget", "default", "web")
+	require.False(t, ok)
+
+	// A status write: stored as a new object, the old one untouched.
+	rv := stored.GetResourceVersion()
+	up := stored.(*corev1.Pod).DeepCopy()
+	up.Status.Phase = corev1.PodRunning
+	require.NoError(t, s.WriteStatus(up))
+	now, _ := s.Peek("Pod", "default", "web")
+	require.NotEqual(t, rv, now.GetResourceVersion())
+	require.Equal(t, corev1.PodRunning, now.(*corev1.Pod).Status.Phase)
+	require.Equal(t, corev1.PodPhase(""), stored.(*corev1.Pod).Status.Phase, "what Peek returned stays the state it was")
+	require.Len(t, seen, 2)
+	require.Len(t, seenRO, 2)
+
+	// The same status again, through either path: no revision, no event.
+	again := now.(*corev1.Pod).DeepCopy()
+	require.NoError(t, s.WriteStatus(again))
+	res, err := s.UpdateStatus(now.(*corev1.Pod).DeepCopy())
+	require.NoError(t, err)
+	cur, _ := s.Peek("Pod", "default", "web")
+	require.Equal(t, now.GetResourceVersion(), cur.GetResourceVersion())
+	require.Equal(t, now.GetResourceVersion(), res.GetResourceVersion())
+	require.Len(t, seen, 2)
+
+	// A status write that changes only a condition is a write.
+	again = cur.(*corev1.Pod).DeepCopy()
+	again.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	require.NoError(t, s.WriteStatus(again))
+	require.Len(t, seen, 3)
+
+	// Inside a transaction the events wait for Commit, copies included.
+	s.Begin()
+	require.NoError(t, s.Submit(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default", Labels: map[string]string{"app": "db"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "postgres"}}}}))
+	require.Len(t, seen, 3)
+	s.Commit()
+	require.Len(t, seen, 4)
+	db, _ := s.Peek("Pod", "default", "db")
+	require.Same(t, db, seenRO[3])
+	require.NotSame(t, db, seen[3])
+}

@@ -83,7 +83,7 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 			c := o.(*corev1.Event).DeepCopy()
 			c.Count++
 			c.LastTimestamp = now
-			_, _ = s.Update(c)
+			_, _ = s.write(c, false, false)
 			return
 		}
 	}
@@ -103,7 +103,7 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		}
 		ev.Name += "0"
 	}
-	if _, err := s.Create(ev); err != nil {
+	if _, err := s.create(ev, false); err != nil {
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
 	s.events[dk] = key(ns, ev.Name)

@@ -41,11 +41,11 @@ type EndpointSlices struct {
 func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSlices {
 	c := &EndpointSlices{api: api, members: map[string][]string{}}
 	c.Queue = NewQueue(eng, "endpointslice-controller", 0, c.reconcile)
-	api.Watch("Service", func(ev watch.Event) {
+	api.WatchReadOnly("Service", func(ev watch.Event) {
 		s := ev.Object.(*corev1.Service)
 		c.Queue.Add(Key(s.Namespace, s.Name))
 	})
-	api.Watch("Pod", func(ev watch.Event) {
+	api.WatchReadOnly("Pod", func(ev watch.Event) {
 		p := ev.Object.(*corev1.Pod)
 		pk := Key(p.Namespace, p.Name)
 		for _, sk := range c.members[pk] {
@@ -61,7 +61,7 @@ func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSli
 			c.Queue.Add(Key(o.GetNamespace(), o.GetName()))
 		}
 	})
-	api.Watch("EndpointSlice", func(ev watch.Event) {
+	api.WatchReadOnly("EndpointSlice", func(ev watch.Event) {
 		es := ev.Object.(*discoveryv1.EndpointSlice)
 		if es.Labels[discoveryv1.LabelManagedBy] == ManagedBy {
 			c.Queue.Add(Key(es.Namespace, es.Labels[discoveryv1.LabelServiceName]))

@@ -39,7 +39,7 @@ type Scheduler struct {
 func NewScheduler(api *apiserver.Server, eng *datapath.Engine) *Scheduler {
 	s := &Scheduler{api: api, eng: eng, unschedulable: map[string]bool{}}
 	s.Queue = NewQueue(eng, "scheduler", 0, s.reconcile)
-	api.Watch("Pod", func(ev watch.Event) {
+	api.WatchReadOnly("Pod", func(ev watch.Event) {
 		p := ev.Object.(*corev1.Pod)
 		if ev.Type == watch.Deleted {
 			s.retryUnschedulable()
@@ -49,7 +49,7 @@ func NewScheduler(api *apiserver.Server, eng *datapath.Engine) *Scheduler {
 			s.Queue.Add(Key(p.Namespace, p.Name))
 		}
 	})
-	api.Watch("Node", func(watch.Event) { s.retryUnschedulable() })
+	api.WatchReadOnly("Node", func(watch.Event) { s.retryUnschedulable() })
 	return s
 }
 

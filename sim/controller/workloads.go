@@ -46,10 +46,10 @@ type ReplicaSets struct {
 func NewReplicaSets(api *apiserver.Server, eng *datapath.Engine) *ReplicaSets {
 	c := &ReplicaSets{api: api}
 	c.Queue = NewQueue(eng, "replicaset-controller", 0, c.reconcile)
-	api.Watch("ReplicaSet", func(ev watch.Event) {
+	api.WatchReadOnly("ReplicaSet", func(ev watch.Event) {
 		c.Queue.Add(Key(ev.Object.(apiserver.Object).GetNamespace(), ev.Object.(apiserver.Object).GetName()))
 	})
-	api.Watch("Pod", func(ev watch.Event) {
+	api.WatchReadOnly("Pod", func(ev watch.Event) {
 		if k := controlledBy(ev.Object.(apiserver.Object), "ReplicaSet"); k != "" {
 			c.Queue.Add(k)
 		}
@@ -173,10 +173,10 @@ type Deployments struct {
 func NewDeployments(api *apiserver.Server, eng *datapath.Engine) *Deployments {
 	c := &Deployments{api: api}
 	c.Queue = NewQueue(eng, "deployment-controller", 0, c.reconcile)
-	api.Watch("Deployment", func(ev watch.Event) {
+	api.WatchReadOnly("Deployment", func(ev watch.Event) {
 		c.Queue.Add(Key(ev.Object.(apiserver.Object).GetNamespace(), ev.Object.(apiserver.Object).GetName()))
 	})
-	api.Watch("ReplicaSet", func(ev watch.Event) {
+	api.WatchReadOnly("ReplicaSet", func(ev watch.Event) {
 		if k := controlledBy(ev.Object.(apiserver.Object), "Deployment"); k != "" {
 			c.Queue.Add(k)
 		}
@@ -341,15 +341,15 @@ type DaemonSets struct {
 func NewDaemonSets(api *apiserver.Server, eng *datapath.Engine) *DaemonSets {
 	c := &DaemonSets{api: api}
 	c.Queue = NewQueue(eng, "daemonset-controller", 0, c.reconcile)
-	api.Watch("DaemonSet", func(ev watch.Event) {
+	api.WatchReadOnly("DaemonSet", func(ev watch.Event) {
 		c.Queue.Add(Key(ev.Object.(apiserver.Object).GetNamespace(), ev.Object.(apiserver.Object).GetName()))
 	})
-	api.Watch("Pod", func(ev watch.Event) {
+	api.WatchReadOnly("Pod", func(ev watch.Event) {
 		if k := controlledBy(ev.Object.(apiserver.Object), "DaemonSet"); k != "" {
 			c.Queue.Add(k)
 		}
 	})
-	api.Watch("Node", func(watch.Event) {
+	api.WatchReadOnly("Node", func(watch.Event) {
 		for _, o := range api.List("DaemonSet", "") {
 			c.Queue.Add(Key(o.GetNamespace(), o.GetName()))
 		}
