@@ -154,8 +154,8 @@ func (v *IPVS) schedule(w *datapath.Walk, p *datapath.Packet, s *Service, k pkt)
 			if d = s.sched.schedule(s, k.src, k.dst, k.sport); d == nil {
 				return nil
 			}
-			tm = &Conn{Proto: k.proto, CAddr: tk.saddr, VAddr: k.dst, VPort: k.dport, DAddr: d.Addr, DPort: d.Port,
-				Template: true, dest: d, id: v.nextID}
+			tm = v.newConn(Conn{Proto: k.proto, CAddr: tk.saddr, VAddr: k.dst, VPort: k.dport, DAddr: d.Addr, DPort: d.Port,
+				Template: true, dest: d, id: v.nextID})
 			v.nextID++
 			v.tmpl[tk] = tm
 			v.conns = append(v.conns, tm)
@@ -166,8 +166,8 @@ func (v *IPVS) schedule(w *datapath.Walk, p *datapath.Packet, s *Service, k pkt)
 	} else if d = s.sched.schedule(s, k.src, k.dst, k.sport); d == nil {
 		return nil
 	}
-	c := &Conn{Proto: k.proto, CAddr: k.src, CPort: k.sport, VAddr: k.dst, VPort: k.dport, DAddr: d.Addr, DPort: d.Port,
-		State: tcpNone, dest: d, id: v.nextID}
+	c := v.newConn(Conn{Proto: k.proto, CAddr: k.src, CPort: k.sport, VAddr: k.dst, VPort: k.dport, DAddr: d.Addr, DPort: d.Port,
+		State: tcpNone, dest: d, id: v.nextID})
 	v.nextID++
 	d.InactConns++
 	v.in[c.inKey()] = c
@@ -179,6 +179,25 @@ func (v *IPVS) schedule(w *datapath.Walk, p *datapath.Packet, s *Service, k pkt)
 			" ("+how+", new connection "+ap(c.CAddr, c.CPort)+")", "")
 	}
 	return c
+}
+
+// connSlab is the most connection entries newConn carves out of one
+// allocation.
+const connSlab = 128
+
+// newConn returns a new connection entry holding c, carved from a slab
+// (doubling from 4 up to connSlab) so that scheduling a connection does
+// not allocate each time; entries are never reused, since a caller may
+// still hold an expired one.
+func (v *IPVS) newConn(c Conn) *Conn {
+	if len(v.slab) == 0 {
+		v.slabN = min(max(2*v.slabN, 4), connSlab)
+		v.slab = make([]Conn, v.slabN)
+	}
+	e := &v.slab[0]
+	v.slab = v.slab[1:]
+	*e = c
+	return e
 }
 
 func maskAddr(a [4]byte, m uint32) [4]byte {

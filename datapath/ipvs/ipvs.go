@@ -159,6 +159,8 @@ type IPVS struct {
 	out      map[connKey]*Conn
 	tmpl     map[connKey]*Conn
 	conns    []*Conn // creation order, for listings; compacted lazily
+	slab     []Conn  // where newConn carves entries from
+	slabN    int     // the size of the last slab
 	timeouts Timeouts
 	nextID   uint64
 	// Conntrack is net.ipv4.vs.conntrack (default 0): keep conntrack
