@@ -213,15 +213,15 @@ func (t *Table) Len() int {
 // Lookup finds the live connection a tuple belongs to and whether the tuple
 // is its reply direction.
 func (t *Table) Lookup(tu Tuple) (*Entry, bool, bool) {
-	e, reply, ok := t.find(tu)
+	s, ok := t.find(tu)
 	if !ok {
 		return nil, false, false
 	}
-	if e.expires <= t.now() {
-		t.remove(e)
+	if s.e.expires <= t.now() {
+		t.remove(s.e)
 		return nil, false, false
 	}
-	return e, reply, true
+	return s.e, s.reply, true
 }
 
 // recentSlots is the size of the direct-mapped cache in front of the index.
@@ -249,13 +249,13 @@ func (tu *Tuple) recentIndex() int {
 
 // find is the index lookup of tu (live or not), through the recent cache:
 // the walk looks the same few tuples up at every hook of every packet.
-func (t *Table) find(tu Tuple) (*Entry, bool, bool) {
+func (t *Table) find(tu Tuple) (slot, bool) {
 	c := &t.recent[tu.recentIndex()]
 	if c.e != nil && c.tu == tu && c.e.Status&StatusDying == 0 {
-		return c.e, c.reply, true
+		return slot{e: c.e, reply: c.reply}, true
 	}
 	if t.misses.has(t.inserts, &tu) {
-		return nil, false, false
+		return slot{}, false
 	}
 	e, reply, ok := t.idx.lookup(&tu)
 	if ok {
@@ -263,7 +263,14 @@ func (t *Table) find(tu Tuple) (*Entry, bool, bool) {
 	} else {
 		t.misses.add(t.inserts, &tu)
 	}
-	return e, reply, ok
+	return slot{e: e, reply: reply}, ok
+}
+
+// slot is what find answers: the connection and whether the tuple is its
+// reply direction.
+type slot struct {
+	e     *Entry
+	reply bool
 }
 
 // missMemo remembers the last few tuples the index did not hold. Only an

@@ -190,20 +190,21 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 	if pr.t.Proto == datapath.ProtoICMP && isICMPError(pr.t.ICMPType()) {
 		return t.related(w, p, pr)
 	}
-	if e, reply, ok := t.find(pr.t); ok {
+	if sl, ok := t.find(pr.t); ok {
+		e := sl.e
 		if e.expires <= now {
 			t.remove(e)
 		} else {
 			res := resAccept
 			switch pr.t.Proto {
 			case datapath.ProtoTCP:
-				res = t.tcpPacket(e, reply, pr.tcpFlags, now)
+				res = t.tcpPacket(e, sl.reply, pr.tcpFlags, now)
 			case datapath.ProtoUDP:
 				t.udpPacket(e, now)
 			case datapath.ProtoICMP:
 				e.expires = now + t.to.ICMP
 			case datapath.ProtoSCTP:
-				t.sctpPacket(e, reply, now)
+				t.sctpPacket(e, sl.reply, now)
 			default:
 				e.expires = now + t.to.Generic
 			}
@@ -216,10 +217,10 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 				return datapath.VerdictContinue
 			case resAccept:
 				t.Stats.Found++
-				if reply {
+				if sl.reply {
 					e.Status |= StatusSeenReply
 				}
-				p.CT = datapath.CTRef{Entry: e, Reply: reply}
+				p.CT = datapath.CTRef{Entry: e, Reply: sl.reply}
 				if p.Trace != nil {
 					_, info := Get(p)
 					t.note(w, p, info.String()+" "+e.Orig.String())
