@@ -11,6 +11,7 @@ import (
 	"github.com/kubewalk/kubewalk/datapath/route"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/dns"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
@@ -45,6 +46,11 @@ type Stack struct {
 	// Trace.Capture is set.
 	Trace *trace.Trace
 
+	// resolv is the namespace's resolv.conf (SetResolvConf); rng draws
+	// the resolver's query IDs.
+	resolv *dns.ResolvConf
+	rng    *randv2.Rand
+
 	dirty  bool
 	closed bool
 }
@@ -73,7 +79,8 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 	h.Write([]byte(ns.Node + "/" + ns.Name))
 	seed := w.Seed ^ h.Sum64()
 	rng := randv2.NewChaCha8(seedBytes(seed))
-	s := &Stack{d: d, ns: ns, nics: map[*datapath.Device]*link{}, byAddr: map[[4]byte]*link{}}
+	s := &Stack{d: d, ns: ns, nics: map[*datapath.Device]*link{}, byAddr: map[[4]byte]*link{},
+		rng: randv2.New(randv2.NewPCG(seed, 0x646e73))}
 	s.st = stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{newTCP, udp.NewProtocol},

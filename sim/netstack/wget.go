@@ -33,7 +33,8 @@ const WgetTimeout = 900 * time.Second
 // stderr with exit status 1: "wget: can't connect to remote host
 // (10.96.0.1): Connection refused", "wget: server returned error: HTTP/1.1
 // 404 Not Found", "wget: download timed out", "wget: bad address 'x'"
-// (there is no resolver here: a host must be an IPv4 address). Redirects
+// (a name that does not resolve through the stack's resolv.conf, see
+// SetResolvConf and LookupHost; without one only IPv4 addresses do). Redirects
 // (301, 302, 303) are followed, at most 5. Time is the world's: the call
 // drives the world until wget would exit.
 func Wget(w *sim.World, ns *datapath.Netns, url string) (stdout, stderr string, exit int) {
@@ -50,7 +51,8 @@ func Wget(w *sim.World, ns *datapath.Netns, url string) (stdout, stderr string, 
 
 type wgetURL struct {
 	host string // as in the URL, with :port if given (the Host header)
-	addr netip.AddrPort
+	name string // the host without the port
+	port uint16
 	path string
 }
 
@@ -85,12 +87,11 @@ func parseWgetURL(raw string) (wgetURL, error) {
 	if i := strings.LastIndexByte(u.host, ':'); i >= 0 {
 		name, port = u.host[:i], u.host[i+1:]
 	}
-	a, err := netip.ParseAddr(name)
 	p, perr := strconv.ParseUint(port, 10, 16)
-	if err != nil || !a.Is4() || perr != nil {
+	if a, err := netip.ParseAddr(name); perr != nil || name == "" || (err == nil && !a.Is4()) {
 		return wgetURL{}, errors.New("bad address '" + u.host + "'")
 	}
-	u.addr = netip.AddrPortFrom(a, uint16(p))
+	u.name, u.port = name, uint16(p)
 	return u, nil
 }
 
@@ -129,12 +130,18 @@ func (s *Stack) wget(out io.Writer, raw string, redirects int) error {
 	}
 	d := s.d
 	for {
-		c, err := s.dialTimeout(u.addr.String(), WgetTimeout)
+		// busybox's xhost2sockaddr: getaddrinfo, the first address.
+		addrs, err := s.lookup(u.name, true)
+		if err != nil || len(addrs) == 0 || !addrs[0].Is4() {
+			return errors.New("bad address '" + u.host + "'")
+		}
+		addr := netip.AddrPortFrom(addrs[0], u.port)
+		c, err := s.dialTimeout(addr.String(), WgetTimeout)
 		if err != nil {
 			if isTimeout(err) {
 				return errors.New("download timed out")
 			}
-			return errors.New("can't connect to remote host (" + u.addr.Addr().String() + "): " + strerror(err))
+			return errors.New("can't connect to remote host (" + addr.Addr().String() + "): " + strerror(err))
 		}
 		tc := c.(*TCPConn)
 		req := "GET /" + u.path + " HTTP/1.1\r\nHost: " + u.host + "\r\nUser-Agent: Wget\r\nConnection: close\r\n\r\n"

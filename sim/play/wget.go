@@ -6,18 +6,32 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubewalk/kubewalk/sim/dns"
 	"github.com/kubewalk/kubewalk/sim/netstack"
 )
 
 // wget is busybox's `wget -qO- URL` in a pod, over gVisor's TCP/IP stack
-// (sim/netstack). Before the first one, every running pod whose image is
-// nginx gets a real HTTP server on its container ports answering as nginx
-// does, so the request meets a real application at the endpoint kube-proxy
-// chooses.
+// (sim/netstack). Before each one, every running pod whose image is nginx
+// gets a real HTTP server on its container ports answering as nginx does,
+// so the request meets a real application at the endpoint kube-proxy
+// chooses, and every CoreDNS pod (k8s-app=kube-dns) a DNS server
+// answering for cluster.local from the cluster's Services; the pod
+// resolves a name through the resolv.conf the kubelet gave it (`cat
+// /etc/resolv.conf`), with real queries over UDP to the nameserver it
+// names (the kube-dns ClusterIP for a ClusterFirst pod).
 func (t execTarget) wget(url string) (string, error) {
 	if err := t.runner.startNginx(); err != nil {
 		return "", err
 	}
+	if _, err := netstack.StartCoreDNS(t.runner.Cluster); err != nil {
+		return "", fmt.Errorf("starting CoreDNS: %w", err)
+	}
+	s, err := netstack.AttachPod(t.runner.Cluster.World, t.pod)
+	if err != nil {
+		return "", err
+	}
+	rc, _ := dns.PodResolvConf(t.obj, t.runner.kubeletDNS(t.obj.Spec.NodeName))
+	s.SetResolvConf(rc)
 	stdout, stderr, exit := netstack.Wget(t.runner.Cluster.World, t.pod.Netns, url)
 	if exit != 0 {
 		return stdout, &exitError{code: exit, stderr: stderr}

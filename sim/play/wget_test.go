@@ -28,3 +28,31 @@ func TestExecWget(t *testing.T) {
 	require.Contains(t, out.String(), "wget: can't connect to remote host (10.244.2.2): Connection refused")
 	require.Contains(t, out.String(), "command terminated with exit code 1")
 }
+
+// TestExecWgetServiceName: the pod's resolv.conf (search
+// net.svc.cluster.local ..., ndots:5, nameserver 10.96.0.10) takes a
+// Service's name to its ClusterIP through CoreDNS in kube-system; a name
+// that resolves nowhere is busybox's "bad address".
+func TestExecWgetServiceName(t *testing.T) {
+	r, err := scenarios.NewReference(1)
+	require.NoError(t, err)
+	run := New(r.Cluster)
+	for _, url := range []string{"http://web", "http://web.net.svc.cluster.local/", "http://kubernetes.default:443/"} {
+		var out strings.Builder
+		err = run.Run(strings.NewReader("kubectl -n net exec client -- wget -qO- "+url+"\n"), &out)
+		if url == "http://kubernetes.default:443/" {
+			// Resolved to kubernetes's ClusterIP; the API server does not
+			// listen in this model.
+			require.Error(t, err)
+			require.Contains(t, out.String(), "wget: can't connect to remote host (10.96.0.1): Connection refused", url)
+			continue
+		}
+		require.NoError(t, err, url)
+		require.Contains(t, out.String(), "<title>Welcome to nginx!</title>", url)
+	}
+
+	var out strings.Builder
+	err = run.Run(strings.NewReader("kubectl -n net exec client -- wget -qO- http://nope\n"), &out)
+	require.Error(t, err)
+	require.Contains(t, out.String(), "wget: bad address 'nope'\ncommand terminated with exit code 1")
+}
