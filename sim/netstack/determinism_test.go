@@ -8,11 +8,13 @@ import (
 	"testing"
 
 	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/sim/netstack"
 	"github.com/stretchr/testify/require"
 )
 
 // exchange runs a cross-node HTTP exchange (a fresh connection per GET,
-// then two GETs on a kept-alive one, and a wget) and returns every frame
+// then two GETs on a kept-alive one, a wget, and a wget of a Service name
+// resolved through CoreDNS) and returns every frame
 // the stacks' packets showed at every device, with its time and place.
 func exchange(t *testing.T) []string {
 	w := newWeb(t, 7)
@@ -29,13 +31,30 @@ func exchange(t *testing.T) []string {
 	}
 	_, errOut, code := netstackWget(w, "http://10.111.80.136/")
 	require.Equal(t, 0, code, errOut)
+	// A name resolved through CoreDNS: query IDs and source ports are
+	// seeded too.
+	servers, err := netstack.StartCoreDNS(w.Cluster)
+	require.NoError(t, err)
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	w.client.SetResolvConf(podResolvConf(t, w))
+	_, errOut, code = netstackWget(w, "http://web/")
+	require.Equal(t, 0, code, errOut)
 	var frames []string
+	dnsFrames := 0
 	for _, o := range tr.Obs {
+		if f := o.Frame; len(f) > 14+20+4 && f[14+9] == 17 && f[14+20+2] == 0 && f[14+20+3] == 53 {
+			dnsFrames++ // a UDP datagram to port 53 (no IP options here)
+		}
 		if o.Frame != nil {
 			frames = append(frames, fmt.Sprintf("%v %s/%s/%s %x", o.At, o.Node, o.Netns, o.Device, o.Frame))
 		}
 	}
 	require.NotEmpty(t, frames)
+	require.NotZero(t, dnsFrames)
 	return frames
 }
 
