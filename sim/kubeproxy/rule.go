@@ -35,6 +35,8 @@ type part struct {
 type rule struct {
 	chain string
 	parts []part
+	// line is the restore line, once rendered (render).
+	line string
 }
 
 func src(addr string, neg bool) part {
@@ -125,6 +127,9 @@ func statistic(n int) part {
 }
 
 func (r *rule) restoreLine() string {
+	if r.line != "" {
+		return r.line
+	}
 	var b strings.Builder
 	b.WriteString("-A ")
 	b.WriteString(r.chain)
@@ -272,6 +277,14 @@ func (t *table) save(jumps []jumpRule) string {
 	return b.String()
 }
 
+// render renders every rule's restore line once, for the tables whose
+// rules are written again at later syncs (portFrag).
+func (t *table) render() {
+	for i := range t.rules {
+		t.rules[i].line = t.rules[i].restoreLine()
+	}
+}
+
 // restore renders the table the way kube-proxy writes it into
 // iptables-restore: chain lines, then rules, in write order.
 func (t *table) restore() string {
@@ -281,7 +294,8 @@ func (t *table) restore() string {
 		b.WriteString(":" + c + " - [0:0]\n")
 	}
 	for i := range t.rules {
-		b.WriteString(t.rules[i].restoreLine() + "\n")
+		b.WriteString(t.rules[i].restoreLine())
+		b.WriteByte('\n')
 	}
 	b.WriteString("COMMIT\n")
 	return b.String()
