@@ -15,6 +15,9 @@ type genContext struct {
 	nodeIP              netip.Addr
 	largeCluster        bool
 	ifLocal, ifNotLocal []part
+	// topChains are how many chains of the filter and nat tables begin
+	// declared (the top-level ones).
+	topChains [2]int
 }
 
 // newGenContext returns the context of a sync of ports.

@@ -316,62 +316,86 @@ func GeneratePartial(cfg Config, snap Snapshot, changed func(namespace, name str
 func servicePorts(services []Service) []*svcPort {
 	var out []*svcPort
 	for i := range services {
-		s := &services[i]
-		if s.Headless {
-			continue
-		}
-		typ := s.Type
-		if typ == "" {
-			typ = ServiceTypeClusterIP
-		}
-		for _, p := range s.Ports {
-			name := ServicePortName(s.Namespace, s.Name, p.Name)
-			proto := normProto(p.Protocol)
-			sp := &svcPort{
-				svc:                     s,
-				port:                    p,
-				name:                    name,
-				proto:                   proto,
-				lproto:                  strings.ToLower(string(proto)),
-				clusterIP:               s.ClusterIP,
-				externalIPs:             s.ExternalIPs,
-				lbIPs:                   s.LoadBalancerIngress,
-				svcChain:                ServiceChainName(PrefixService, name, proto),
-				svlChain:                ServiceChainName(PrefixServiceLocal, name, proto),
-				extChain:                ServiceChainName(PrefixExternal, name, proto),
-				fwChain:                 ServiceChainName(PrefixFirewall, name, proto),
-				internalPolicyLocal:     s.InternalTrafficPolicy == TrafficPolicyLocal,
-				affinity:                s.SessionAffinity == SessionAffinityClientIP,
-				healthCheckNodePort:     s.HealthCheckNodePort,
-				serviceExternallyAccess: typ != ServiceTypeClusterIP || len(s.ExternalIPs) > 0,
-			}
-			sp.externalPolicyLocal = sp.serviceExternallyAccess && s.ExternalTrafficPolicy == TrafficPolicyLocal
-			for _, r := range s.LoadBalancerSourceRanges {
-				sp.sourceRanges = append(sp.sourceRanges, r.Masked())
-			}
-			if sp.affinity {
-				sp.stickySeconds = s.ClientIPTimeoutSeconds
-				if sp.stickySeconds == 0 {
-					sp.stickySeconds = DefaultClientIPTimeoutSeconds
-				}
-			}
-			out = append(out, sp)
-		}
+		out = append(out, servicePortsOf(&services[i])...)
 	}
+	sortPorts(out)
+	return out
+}
+
+// sortPorts sorts service ports as kube-proxy writes them.
+func sortPorts(out []*svcPort) {
 	slices.SortStableFunc(out, func(a, b *svcPort) int {
 		return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(string(a.proto), string(b.proto)))
 	})
+}
+
+// servicePortsOf returns the service ports of s (none for a headless
+// Service).
+func servicePortsOf(s *Service) []*svcPort {
+	var out []*svcPort
+	if s.Headless {
+		return nil
+	}
+	typ := s.Type
+	if typ == "" {
+		typ = ServiceTypeClusterIP
+	}
+	for _, p := range s.Ports {
+		name := ServicePortName(s.Namespace, s.Name, p.Name)
+		proto := normProto(p.Protocol)
+		sp := &svcPort{
+			svc:                     s,
+			port:                    p,
+			name:                    name,
+			proto:                   proto,
+			lproto:                  strings.ToLower(string(proto)),
+			clusterIP:               s.ClusterIP,
+			externalIPs:             s.ExternalIPs,
+			lbIPs:                   s.LoadBalancerIngress,
+			svcChain:                ServiceChainName(PrefixService, name, proto),
+			svlChain:                ServiceChainName(PrefixServiceLocal, name, proto),
+			extChain:                ServiceChainName(PrefixExternal, name, proto),
+			fwChain:                 ServiceChainName(PrefixFirewall, name, proto),
+			internalPolicyLocal:     s.InternalTrafficPolicy == TrafficPolicyLocal,
+			affinity:                s.SessionAffinity == SessionAffinityClientIP,
+			healthCheckNodePort:     s.HealthCheckNodePort,
+			serviceExternallyAccess: typ != ServiceTypeClusterIP || len(s.ExternalIPs) > 0,
+		}
+		sp.externalPolicyLocal = sp.serviceExternallyAccess && s.ExternalTrafficPolicy == TrafficPolicyLocal
+		for _, r := range s.LoadBalancerSourceRanges {
+			sp.sourceRanges = append(sp.sourceRanges, r.Masked())
+		}
+		if sp.affinity {
+			sp.stickySeconds = s.ClientIPTimeoutSeconds
+			if sp.stickySeconds == 0 {
+				sp.stickySeconds = DefaultClientIPTimeoutSeconds
+			}
+		}
+		out = append(out, sp)
+	}
 	return out
 }
 
 // generate writes the rules; skip, if not nil, says which service ports'
 // own nat chains a partial sync leaves out.
 func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint, skip func(*svcPort) bool) *Rules {
+	g := newGenContext(cfg, ports, epMap)
+	r := g.begin()
+	for _, sp := range ports {
+		g.apply(r, g.port(sp, epMap[sp.key()]), skip == nil || !skip(sp))
+	}
+	g.finish(r)
+	return r
+}
+
+// begin writes the rules of a sync that come before the service ports'.
+func (g *genContext) begin() *Rules {
+	cfg := g.cfg
 	bit := cfg.masqueradeBit()
 	markVal := 1 << uint(bit)
 	mark := fmt.Sprintf("%#08x", markVal)
 	markSave := fmt.Sprintf("0x%x", markVal)
-	localhostNodePorts := cfg.localhostNodePorts()
+	localhostNodePorts := g.localhostNodePorts
 
 	filter := newTable("filter", "INPUT", "FORWARD", "OUTPUT")
 	nat := newTable("nat", "PREROUTING", "INPUT", "OUTPUT", "POSTROUTING")
@@ -438,11 +462,19 @@ func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint, s
 			jump("DROP"))
 	}
 
-	g := newGenContext(cfg, ports, epMap)
-	for _, sp := range ports {
-		g.apply(r, g.port(sp, epMap[sp.key()]), skip == nil || !skip(sp))
-	}
+	g.topChains = [2]int{len(filter.chains), len(nat.chains)}
+	return r
+}
 
+// finish writes the rules of a sync that come after the service ports'.
+func (g *genContext) finish(r *Rules) {
+	cfg := g.cfg
+	filter, nat := r.filter, r.nat
+	bit := cfg.masqueradeBit()
+	markVal := 1 << uint(bit)
+	mark := fmt.Sprintf("%#08x", markVal)
+	markSave := fmt.Sprintf("0x%x", markVal)
+	localhostNodePorts := g.localhostNodePorts
 	// Tail call to KUBE-NODEPORTS; must be the last rule of KUBE-SERVICES.
 	const npComment = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
 	if len(cfg.NodePortAddresses) == 0 {
@@ -473,8 +505,9 @@ func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint, s
 		same("-m conntrack --ctstate RELATED,ESTABLISHED"), jump("ACCEPT"))
 
 	// Explanations of the fixed chains.
-	for _, t := range []*table{filter, nat} {
-		for _, c := range append(append(slices.Clone(t.builtins), t.chains...), t.ensured...) {
+	// (The chains declared by the service ports have theirs.)
+	for i, t := range []*table{filter, nat} {
+		for _, c := range append(append(slices.Clone(t.builtins), t.chains[:g.topChains[i]]...), t.ensured...) {
 			if _, ok := r.chains[c]; ok {
 				continue
 			}
@@ -485,7 +518,6 @@ func generate(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint, s
 			r.chains[c] = ChainInfo{Name: c, Kind: kind, Description: topLevelDescriptions[c]}
 		}
 	}
-	return r
 }
 
 func verdictPart(v Verdict) part {

@@ -1,0 +1,147 @@
+package kubeproxy
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// changedBetween is what kube-proxy's change trackers report between two
+// snapshots: the Services whose Service or EndpointSlices differ.
+func changedBetween(a, b Snapshot) map[string]bool {
+	type state struct {
+		svc    []Service
+		slices []EndpointSlice
+	}
+	collect := func(s Snapshot) map[string]*state {
+		m := map[string]*state{}
+		get := func(k string) *state {
+			if m[k] == nil {
+				m[k] = &state{}
+			}
+			return m[k]
+		}
+		for _, svc := range s.Services {
+			st := get(svc.Namespace + "/" + svc.Name)
+			st.svc = append(st.svc, svc)
+		}
+		for _, es := range s.EndpointSlices {
+			st := get(es.Namespace + "/" + es.ServiceName)
+			st.slices = append(st.slices, es)
+		}
+		return m
+	}
+	ma, mb := collect(a), collect(b)
+	out := map[string]bool{}
+	for k, sa := range ma {
+		if !reflect.DeepEqual(sa, mb[k]) {
+			out[k] = true
+		}
+	}
+	for k := range mb {
+		if ma[k] == nil {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// bigSnapshot is n ClusterIP Services of eps endpoints each.
+func bigSnapshot(n, eps int) Snapshot {
+	var snap Snapshot
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("svc-%04d", i)
+		snap.Services = append(snap.Services, Service{Namespace: "big", Name: name, ClusterIP: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}),
+			Ports: []ServicePort{{Name: "http", Protocol: ProtocolTCP, Port: 80, TargetPort: FromInt(8080)}}})
+		var list []Endpoint
+		for j := 0; j < eps; j++ {
+			list = append(list, ep(netip.AddrFrom4([4]byte{10, 244, byte(i >> 4), byte(i<<4 | j)}).String(), "cka-w1"))
+		}
+		snap.EndpointSlices = append(snap.EndpointSlices, slice("big", name, tcp("http", 8080), list...))
+	}
+	return snap
+}
+
+// TestTrackerEqualsGenerate: a Tracker told the Services changed since its
+// last sync writes, sync after sync, exactly what Generate and
+// GeneratePartial write from scratch (rules, explanations, UDP state,
+// errors), through Services added, deleted, changed, endpoints removed
+// and made terminating, the large-cluster mode switching on and off, and
+// an invalid snapshot in between.
+func TestTrackerEqualsGenerate(t *testing.T) {
+	for _, sc := range scenarios() {
+		for _, anyNode := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/anyNode=%v", sc.name, anyNode), func(t *testing.T) {
+				steps := []Snapshot{sc.snap}
+				if len(sc.snap.Services) > 0 {
+					// The first Service deleted, then back.
+					steps = append(steps, Snapshot{Services: sc.snap.Services[1:], EndpointSlices: sc.snap.EndpointSlices}, sc.snap)
+				}
+				// Every slice loses its first endpoint; the next one
+				// terminates.
+				var fewer Snapshot
+				fewer.Services = sc.snap.Services
+				for _, es := range sc.snap.EndpointSlices {
+					es.Endpoints = append([]Endpoint(nil), es.Endpoints...)
+					if len(es.Endpoints) > 0 {
+						es.Endpoints = es.Endpoints[1:]
+					}
+					if len(es.Endpoints) > 0 {
+						e := es.Endpoints[0]
+						es.Endpoints[0] = terminating(e.Addresses[0].String(), e.NodeName, true)
+					}
+					fewer.EndpointSlices = append(fewer.EndpointSlices, es)
+				}
+				steps = append(steps, fewer)
+				// A duplicate Service: the validation error, then back.
+				if len(sc.snap.Services) > 0 {
+					dup := Snapshot{Services: append(append([]Service(nil), sc.snap.Services...), sc.snap.Services[0]), EndpointSlices: sc.snap.EndpointSlices}
+					steps = append(steps, dup, sc.snap)
+				}
+				// Many endpoints (large-cluster mode), then back.
+				big := bigSnapshot(400, 3)
+				big.Services = append(big.Services, sc.snap.Services...)
+				big.EndpointSlices = append(big.EndpointSlices, sc.snap.EndpointSlices...)
+				steps = append(steps, big, sc.snap, Snapshot{})
+
+				tr := &Tracker{AnyNode: anyNode}
+				cfg := sc.cfg
+				want := cfg
+				if anyNode {
+					want.NodeName, want.NodeIPs = "", nil
+				}
+				var last Snapshot
+				lastOK := false
+				for i, snap := range steps {
+					var since map[string]bool
+					if lastOK {
+						since = changedBetween(last, snap)
+					}
+					changed := changedBetween(last, snap)
+					write := func(ns, name string) bool { return changed[ns+"/"+name] }
+					full, ferr := Generate(want, snap)
+					got, gerr := tr.Generate(cfg, snap, since, nil)
+					require.Equal(t, ferr, gerr, "step %d", i)
+					if ferr != nil {
+						lastOK = false
+						continue
+					}
+					require.Equal(t, full.RestoreInput(), got.RestoreInput(), "step %d: full", i)
+					assert.Equal(t, full, got, "step %d: full", i)
+					// Again, as a partial sync from the last step.
+					part, perr := GeneratePartial(want, snap, write)
+					require.NoError(t, perr)
+					got, gerr = tr.Generate(cfg, snap, map[string]bool{}, write)
+					require.NoError(t, gerr)
+					require.Equal(t, part.RestoreInput(), got.RestoreInput(), "step %d: partial", i)
+					assert.Equal(t, part, got, "step %d: partial", i)
+					last, lastOK = snap, true
+				}
+			})
+		}
+	}
+}
