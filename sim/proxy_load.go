@@ -221,7 +221,7 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 	sh := c.proxyShareFor(gen)
 	if !sh.generated {
 		sh.generated = true
-		rules, err := kubeproxy.Generate(cfg, snap)
+		rules, err := c.trackedProxyRules(cfg, snap, gen, nil)
 		if err != nil {
 			sh.unshareable = true
 		} else {
@@ -306,7 +306,7 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 			sh.partial = map[string]*partialShare{}
 		}
 		sh.partial[key] = ps
-		rules, err := kubeproxy.GeneratePartial(cfg, snap, func(ns, name string) bool { return changed[ns+"/"+name] })
+		rules, err := c.trackedProxyRules(cfg, snap, gen, func(ns, name string) bool { return changed[ns+"/"+name] })
 		if err != nil {
 			ps.unshareable = true
 		} else {
@@ -342,6 +342,37 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 		out[i] = s
 	}
 	return ps.rules, out
+}
+
+// proxyTrack is the kubeproxy.Tracker of the rules the nodes share, with
+// the snapshot (and its generation) it last generated.
+type proxyTrack struct {
+	tracker kubeproxy.Tracker
+	snap    kubeproxy.Snapshot
+	gen     uint64
+}
+
+// trackedProxyRules is kubeproxy.GeneratePartial(cfg, snap, write)
+// (Generate when write is nil) for snapshot generation gen, whose rules
+// do not depend on the node: the cluster's tracker recomputes only the
+// Services changed since the generation it generated last.
+func (c *Cluster) trackedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, write func(ns, name string) bool) (*kubeproxy.Rules, error) {
+	pt := c.proxyTrack
+	if pt == nil {
+		pt = &proxyTrack{tracker: kubeproxy.Tracker{AnyNode: true}}
+		c.proxyTrack = pt
+	}
+	var since map[string]bool
+	if pt.gen != 0 {
+		since = c.proxyChangedServices(pt.snap, pt.gen, snap, gen)
+	}
+	rules, err := pt.tracker.Generate(cfg, snap, since, write)
+	if err != nil {
+		pt.gen = 0
+		return nil, err
+	}
+	pt.snap, pt.gen = snap, gen
+	return rules, nil
 }
 
 // proxyChangedServices returns the Services ("namespace/name") whose
