@@ -128,9 +128,6 @@ type Cluster struct {
 	proxyLastShared [2]*netfilter.Shared
 	proxyLastFresh  [2]*netfilter.Shared // the last full sync's
 	nodeIndepGen    uint64
-	// proxyTrack is kube-proxy's state between syncs for the rules every
-	// node shares (sim/proxy_load.go).
-	proxyTrack *proxyTrack
 	nodeIndep       bool
 	stopping        map[string]time.Duration // pod key → when its containers have stopped
 	podErrs         map[string]error         // pod key → why the kubelet could not start it
@@ -138,6 +135,10 @@ type Cluster struct {
 	segments        []*datapath.Segment
 	cidrs           *nodeipam.CIDRSet
 	nextCID         int
+
+	// proxyTrack is kube-proxy's state between syncs for the rules every
+	// node shares (sim/proxy_load.go).
+	proxyTrack *proxyTrack
 }
 
 // NewCluster validates cfg (the three ranges must not overlap, which
