@@ -122,9 +122,14 @@ type Cluster struct {
 	// between two generations; proxyLastShared the last rulesets compiled
 	// (filter, nat), which the next compile reuses chains of;
 	// proxyLastFresh the last full sync's.
-	proxyLog        []proxyChange
-	proxyLogFrom    uint64
-	proxyChanged    map[[2]uint64]map[string]bool
+	proxyLog     []proxyChange
+	proxyLogFrom uint64
+	proxyChanged map[[2]uint64]map[string]bool
+	// lastChanged is the last map of changed Services a partial sync was
+	// keyed by (changedKey), its length then, and its key.
+	lastChanged     map[string]bool
+	lastChangedLen  int
+	lastChangedKey  string
 	proxyLastShared [2]*netfilter.Shared
 	proxyLastFresh  [2]*netfilter.Shared // the last full sync's
 	nodeIndepGen    uint64

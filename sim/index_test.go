@@ -50,3 +50,29 @@ func TestEndpointSliceSelectsEveryLabelInItsNamespace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, empty.EndpointSlice.Endpoints, "an empty selector selects nothing")
 }
+
+// changedKey keeps the key of the last map it was given: the same map
+// again gets it without sorting, any other map (or the same one grown)
+// its own.
+func TestChangedKeyOfTheSameStep(t *testing.T) {
+	c := &Cluster{}
+	a := map[string]bool{"ns/web": true, "default/db": true, "ns/api": true}
+	require.Equal(t, "default/db\nns/api\nns/web", c.changedKey(a))
+	require.Equal(t, "default/db\nns/api\nns/web", c.changedKey(a))
+	b := map[string]bool{"ns/web": true}
+	require.Equal(t, "ns/web", c.changedKey(b))
+	b["ns/a"] = true
+	require.Equal(t, "ns/a\nns/web", c.changedKey(b))
+	require.Equal(t, "default/db\nns/api\nns/web", c.changedKey(a))
+	require.Equal(t, "", c.changedKey(map[string]bool{}))
+}
+
+// Nodes are found by name through the index, also after a failed AddNode
+// took its node back out.
+func TestNodeByName(t *testing.T) {
+	c, _, _ := twoPods(t, false)
+	for _, n := range c.Nodes() {
+		require.Same(t, n, c.Node(n.Name))
+	}
+	require.Nil(t, c.Node("nope"))
+}

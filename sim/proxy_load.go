@@ -2,10 +2,8 @@ package sim
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
@@ -297,8 +295,7 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 	// Nodes that synced last at different generations write the same
 	// input when the same Services changed since (a burst of events
 	// between two syncs of every node): one generation and compile.
-	names := slices.Sorted(maps.Keys(changed))
-	key := strings.Join(names, "\n")
+	key := c.changedKey(changed)
 	ps := sh.partial[key]
 	if ps == nil {
 		ps = &partialShare{}

@@ -3,7 +3,11 @@ package sim
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -206,4 +210,19 @@ func (c *Cluster) syncNode(n *Node, snap kubeproxy.Snapshot) error {
 		c.proxyFailing--
 	}
 	return n.ProxySyncError
+}
+
+// changedKey is the Services of changed, sorted and joined by newlines:
+// the key the nodes making the same partial sync share it under. Every
+// node making one step is handed the same map (proxyChangedServices keeps
+// it, and nothing modifies it once made), so the key of the last map is
+// kept rather than sorting ten thousand names once per node.
+func (c *Cluster) changedKey(changed map[string]bool) string {
+	if c.lastChanged != nil && reflect.ValueOf(c.lastChanged).UnsafePointer() == reflect.ValueOf(changed).UnsafePointer() &&
+		len(changed) == c.lastChangedLen {
+		return c.lastChangedKey
+	}
+	key := strings.Join(slices.Sorted(maps.Keys(changed)), "\n")
+	c.lastChanged, c.lastChangedLen, c.lastChangedKey = changed, len(changed), key
+	return key
 }
