@@ -58,7 +58,7 @@ type Server struct {
 
 	indexers map[string]map[string]IndexFunc                      // kind → index → func
 	indexes  map[string]map[string]map[string]map[string]struct{} // kind → index → value → keys
-	events   map[string]string                                    // event dedup key → event name
+	events   map[eventDedup]string                                // event dedup key → event key
 
 	tx *txn // open transaction, if any
 }
@@ -93,7 +93,7 @@ func New(cfg Config, now func() time.Time, rng *rand.Rand) (*Server, error) {
 	}
 	cfg.SecurePort = cmp.Or(cfg.SecurePort, 6443)
 	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]watcher{},
-		events: map[string]string{}}
+		events: map[eventDedup]string{}}
 	s.initIndexes()
 	for _, ns := range []string{"default", "kube-node-lease", "kube-public", "kube-system"} {
 		if _, err := s.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -591,7 +591,7 @@ func (s *Server) Abort() {
 		s.reindex(u.kind, u.key, cur, u.prev)
 	}
 	s.rev, s.uids = t.rev, t.uids
-	s.events = map[string]string{}
+	s.events = map[eventDedup]string{}
 	for k, o := range s.objs["Event"] {
 		s.events[eventKey(o.(*corev1.Event))] = k
 	}

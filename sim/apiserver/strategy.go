@@ -376,7 +376,7 @@ func (s *Server) allocateNodePort(svc *corev1.Service) (int32, error) {
 	static := min(max(16, (hi-lo)/32), 128)
 	taken := func(p int32) bool {
 		for _, proto := range []string{"TCP", "UDP", "SCTP"} {
-			for k := range s.indexes["Service"][IndexNodePort][proto+"/"+strconv.Itoa(int(p))] {
+			for k := range s.index("Service", IndexNodePort)[proto+"/"+strconv.Itoa(int(p))] {
 				if k != key(svc.Namespace, svc.Name) {
 					return true
 				}

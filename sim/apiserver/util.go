@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -77,7 +78,7 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		ns = metav1.NamespaceDefault
 	}
 	now := metav1.NewTime(s.Now())
-	dk := string(obj.GetUID()) + "\x00" + ns + "\x00" + reason + "\x00" + message
+	dk := eventDedup{obj.GetUID(), ns, reason, message}
 	if name, ok := s.events[dk]; ok {
 		if o, ok := s.objs["Event"][name]; ok {
 			c := o.(*corev1.Event).DeepCopy()
@@ -109,8 +110,15 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	s.events[dk] = key(ns, ev.Name)
 }
 
-func eventKey(ev *corev1.Event) string {
-	return string(ev.InvolvedObject.UID) + "\x00" + ev.Namespace + "\x00" + ev.Reason + "\x00" + ev.Message
+// eventDedup is what the event correlator counts repeats by: the
+// involved object, the event's namespace, reason and message.
+type eventDedup struct {
+	uid                    types.UID
+	namespace, reason, msg string
+}
+
+func eventKey(ev *corev1.Event) eventDedup {
+	return eventDedup{ev.InvolvedObject.UID, ev.Namespace, ev.Reason, ev.Message}
 }
 
 // EventsFor returns the events about the object of kind namespace/name,
