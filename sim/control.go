@@ -476,6 +476,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 			ContainerID: fmt.Sprintf("containerd://%s", p.ContainerID[:62]+fmt.Sprintf("%02x", i)),
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
 	}
+	st.Conditions = slices.Grow(st.Conditions, 5) // the five conditions below, in one allocation
 	for _, t := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
 		controller.SetPodCondition(up, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
 	}

@@ -65,6 +65,15 @@ var strategies = map[string]strategy{
 }
 
 func (s *Server) validateMeta(k Kind, obj Object) field.ErrorList {
+	if plainMeta(k, obj) {
+		return nil
+	}
+	return validateMetaFull(k, obj)
+}
+
+// validateMetaFull is apimachinery's ObjectMeta validation with the kind's
+// name rule.
+func validateMetaFull(k Kind, obj Object) field.ErrorList {
 	nameFn := strategies[k.Name].name
 	if nameFn == nil {
 		nameFn = apimachineryvalidation.NameIsDNSSubdomain
@@ -75,6 +84,82 @@ func (s *Server) validateMeta(k Kind, obj Object) field.ErrorList {
 		}
 	}
 	return apimachineryvalidation.ValidateObjectMetaAccessor(obj, k.Namespaced, nameFn, field.NewPath("metadata"))
+}
+
+// plainMeta reports whether obj's metadata is of the plain kind the
+// validation above accepts for certain, checked without building a field
+// path or running a regular expression: a DNS-1123 subdomain name (for the
+// kinds named so), a DNS-1123 label namespace where one is required, labels
+// with unprefixed keys, and no generateName, annotations, owner
+// references, finalizers or managed fields. Anything else goes through
+// the full validation, which also words the errors.
+func plainMeta(k Kind, obj Object) bool {
+	if strategies[k.Name].name != nil || obj.GetGenerateName() != "" || obj.GetGeneration() < 0 ||
+		len(obj.GetAnnotations()) > 0 || len(obj.GetOwnerReferences()) > 0 || len(obj.GetFinalizers()) > 0 || len(obj.GetManagedFields()) > 0 {
+		return false
+	}
+	if !isDNSSubdomain(obj.GetName()) {
+		return false
+	}
+	if ns := obj.GetNamespace(); k.Namespaced != (ns != "") || (ns != "" && !isDNSLabel(ns)) {
+		return false
+	}
+	for key, v := range obj.GetLabels() {
+		if key == "" || !isLabelValue(key) || (v != "" && !isLabelValue(v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// isDNSLabel is IsDNS1123Label's test: 1 to 63 of [a-z0-9-], alphanumeric
+// at both ends.
+func isDNSLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isDNSSubdomain is IsDNS1123Subdomain's test: at most 253 characters,
+// DNS-1123 labels joined by dots.
+func isDNSSubdomain(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for part := range strings.SplitSeq(s, ".") {
+		if !isDNSLabel(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// isLabelValue is the test of a label value, and of a label key without
+// a prefix: 1 to 63 of [A-Za-z0-9-_.], alphanumeric at both ends.
+func isLabelValue(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case (c == '-' || c == '_' || c == '.') && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // --- Service ---------------------------------------------------------------

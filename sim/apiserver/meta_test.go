@@ -1,0 +1,70 @@
+package apiserver
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Whatever plainMeta lets through without the full validation, the full
+// validation accepts too: names, namespaces and labels drawn from the
+// characters and lengths at the rules' edges.
+func TestPlainMetaIsValid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 12))
+	alphabet := "abz09-.A_/Z"
+	word := func() string {
+		n := rng.IntN(6)
+		switch rng.IntN(8) {
+		case 0:
+			n = 62 + rng.IntN(3)
+		case 1:
+			n = 250 + rng.IntN(6)
+		}
+		var b strings.Builder
+		for range n {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	kinds := []string{"Pod", "Event", "Node", "Service", "Namespace", "EndpointSlice", "ConfigMap"}
+	plain := 0
+	for range 20000 {
+		kk, _ := LookupKind(kinds[rng.IntN(len(kinds))])
+		meta := metav1.ObjectMeta{Name: word(), Namespace: word()}
+		if rng.IntN(3) == 0 {
+			meta.Name = "pod-" + strings.ToLower(word())
+		}
+		if rng.IntN(3) == 0 {
+			meta.Namespace = ""
+		}
+		if rng.IntN(2) == 0 {
+			meta.Labels = map[string]string{word(): word()}
+		}
+		if rng.IntN(20) == 0 {
+			meta.Generation = -1
+		}
+		obj := &corev1.Pod{ObjectMeta: meta}
+		if plainMeta(kk, obj) {
+			plain++
+			require.Empty(t, validateMetaFull(kk, obj), "%s %+v", kk.Name, meta)
+		}
+	}
+	require.Greater(t, plain, 100, "the plain path is taken")
+	pod, _ := LookupKind("Pod")
+	require.True(t, plainMeta(pod, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-000001", Namespace: "scale",
+		Labels: map[string]string{"group": "17", "app.kubernetes.io_x": "A-b.c"}}}))
+	for _, m := range []metav1.ObjectMeta{
+		{Name: "Web", Namespace: "default"},
+		{Name: "web", Namespace: ""},
+		{Name: "web", Namespace: "default", Labels: map[string]string{"app.kubernetes.io/name": "web"}},
+		{Name: "web", Namespace: "default", Annotations: map[string]string{"a": "b"}},
+		{Name: "web", Namespace: "default", Finalizers: []string{"x"}},
+		{GenerateName: "web-", Namespace: "default"},
+	} {
+		require.False(t, plainMeta(pod, &corev1.Pod{ObjectMeta: m}), "%+v goes through the full validation", m)
+	}
+}
