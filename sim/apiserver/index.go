@@ -156,6 +156,17 @@ func (s *Server) ByIndex(kind, index, value string) []Object {
 // ByIndexFunc is ByIndex keeping only the objects keep accepts (keep sees
 // the stored object and must not modify it; nil keeps all).
 func (s *Server) ByIndexFunc(kind, index, value string, keep func(Object) bool) []Object {
+	out := s.PeekByIndexFunc(kind, index, value, keep)
+	for i, o := range out {
+		out[i] = o.DeepCopyObject().(Object)
+	}
+	return out
+}
+
+// PeekByIndexFunc is ByIndexFunc returning the stored objects themselves,
+// as Peek does, for a caller that only reads them (a controller listing
+// from its informer's cache): they must not be modified.
+func (s *Server) PeekByIndexFunc(kind, index, value string, keep func(Object) bool) []Object {
 	set := s.index(kind, index)[value]
 	keys := make([]string, 0, len(set))
 	m := s.objs[kind]
@@ -167,7 +178,7 @@ func (s *Server) ByIndexFunc(kind, index, value string, keep func(Object) bool) 
 	slices.Sort(keys)
 	out := make([]Object, len(keys))
 	for i, k := range keys {
-		out[i] = m[k].DeepCopyObject().(Object)
+		out[i] = m[k]
 	}
 	return out
 }

@@ -92,3 +92,23 @@ func TestIndexBuiltOnFirstLookup(t *testing.T) {
 	require.Empty(t, s.ByIndex("Widget", IndexLabel, "x"))
 	require.Zero(t, s.CountByIndex("Pod", "no-such-index", "x"))
 }
+
+// PeekByIndexFunc answers what ByIndexFunc does, with the stored objects
+// where ByIndexFunc copies them.
+func TestPeekByIndexFunc(t *testing.T) {
+	s := newServer(t)
+	for i := range 5 {
+		require.NoError(t, s.Submit(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", 4-i), Namespace: "default",
+			Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}))
+	}
+	odd := func(o Object) bool { return o.GetName() != "p2" }
+	peeked := s.PeekByIndexFunc("Pod", IndexLabel, "default/app=web", odd)
+	copied := s.ByIndexFunc("Pod", IndexLabel, "default/app=web", odd)
+	require.Equal(t, copied, peeked)
+	require.Equal(t, []string{"default/p0", "default/p1", "default/p3", "default/p4"}, names(peeked))
+	for i, o := range peeked {
+		stored, _ := s.Peek("Pod", "default", o.GetName())
+		require.Same(t, stored, o)
+		require.NotSame(t, stored, copied[i])
+	}
+}

@@ -54,7 +54,7 @@ func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSli
 		if ev.Type == watch.Deleted {
 			return
 		}
-		for _, o := range api.ByIndexFunc("Service", apiserver.IndexNamespace, p.Namespace, func(o apiserver.Object) bool {
+		for _, o := range api.PeekByIndexFunc("Service", apiserver.IndexNamespace, p.Namespace, func(o apiserver.Object) bool {
 			s := o.(*corev1.Service)
 			return len(s.Spec.Selector) > 0 && labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels))
 		}) {
@@ -75,17 +75,19 @@ type portSet struct {
 	eps   []discoveryv1.Endpoint
 }
 
+// reconcile reads the stored objects (its informers' caches: the
+// slices, the Service and its pods), never modifying them, and writes
+// copies.
 func (c *EndpointSlices) reconcile(key string) (Result, error) {
 	ns, name := SplitKey(key)
 	var existing []*discoveryv1.EndpointSlice
-	for _, o := range c.api.ByIndexFunc("EndpointSlice", apiserver.IndexService, key, func(o apiserver.Object) bool {
+	for _, o := range c.api.PeekByIndexFunc("EndpointSlice", apiserver.IndexService, key, func(o apiserver.Object) bool {
 		return o.GetLabels()[discoveryv1.LabelManagedBy] == ManagedBy
 	}) {
 		existing = append(existing, o.(*discoveryv1.EndpointSlice))
 	}
-	o, err := c.api.Get("Service", ns, name)
 	var svc *corev1.Service
-	if err == nil {
+	if o, ok := c.api.Peek("Service", ns, name); ok {
 		svc = o.(*corev1.Service)
 	}
 	if svc == nil || len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
@@ -107,7 +109,7 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 			probe = cand
 		}
 	}
-	pods := c.api.ByIndexFunc("Pod", apiserver.IndexLabel, probe, func(o apiserver.Object) bool {
+	pods := c.api.PeekByIndexFunc("Pod", apiserver.IndexLabel, probe, func(o apiserver.Object) bool {
 		return sel.Matches(labels.Set(o.GetLabels()))
 	})
 	var groups []*portSet
@@ -168,7 +170,7 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 			}
 			continue
 		}
-		if _, err := c.api.Create(want); err != nil {
+		if err := c.api.Submit(want); err != nil { // want is the controller's own: handed over
 			return Result{}, err
 		}
 	}
