@@ -520,7 +520,9 @@ type Pod struct {
 	ContainerID string
 	// HostVeth is the node-side veth (vethXXXXXXXX), a port of cni0.
 	HostVeth *datapath.Device
-	// Object is the v1.Pod the kubelet started it from.
+	// Object is the v1.Pod the kubelet started it from: the API server's
+	// stored object as it was then, shared with the store (read it, do
+	// not modify it).
 	Object *corev1.Pod
 }
 

@@ -413,7 +413,7 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 			return controller.Result{RequeueAfter: PodRetryBackoff}, nil
 		}
 	}
-	p, err := c.runPod(podSpecOf(pod), n, pod.DeepCopy())
+	p, err := c.runPod(podSpecOf(pod), n, pod)
 	if err != nil {
 		c.podWaiting(pod, "ContainerCreating", "")
 		c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
@@ -457,7 +457,10 @@ func containerNames(p *corev1.Pod) string {
 
 func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	now := metav1.NewTime(c.API.Now())
-	up := pod.DeepCopy()
+	// A status write keeps everything but the status from the stored
+	// object, and neither the server nor anyone else modifies the parts
+	// shared with it: only the status is copied.
+	up := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec, Status: *pod.Status.DeepCopy()}
 	st := &up.Status
 	st.Phase = corev1.PodRunning
 	st.PodIP = p.IP.String()
