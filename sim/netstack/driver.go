@@ -142,12 +142,26 @@ func (d *driver) settle() {
 
 // idleCheck is the last look before declaring the world idle: goroutines
 // on other processors (GOMAXPROCS > 1), or descheduled by a loaded
-// machine, may still be on their way into a netstack call. It sleeps in
-// short steps until the scheduler has shown no other goroutine running or
-// ready three times in a row (at most about 40 ms of wall-clock time) and
-// reports whether anything moved meanwhile.
+// machine, may still be on their way into a netstack call. With more than
+// one processor it first yields, the Go processor and the OS thread
+// (sched_yield, so a descheduled thread running such a goroutine gets the
+// core), up to 200 times, which catches most of them in microseconds;
+// then it sleeps in short steps until the scheduler has shown no other
+// goroutine running or ready three times in a row (at most about 40 ms of
+// wall-clock time). It reports whether anything moved meanwhile.
 func (d *driver) idleCheck() bool {
 	a := d.activity.Load()
+	if d.procs > 1 {
+		for range 200 {
+			d.mu.Unlock()
+			runtime.Gosched()
+			osYield()
+			d.mu.Lock()
+			if d.activity.Load() != a || d.anyDirty() {
+				return true
+			}
+		}
+	}
 	for quiet, i := 0, 0; quiet < 3 && i < 200; i++ {
 		d.mu.Unlock()
 		runtime.Gosched()
