@@ -50,8 +50,14 @@ type Shared struct {
 	// lines are the input's rule lines by chain (CompileSharedLike), nil
 	// when the input is not only declarations and -A lines.
 	lines map[string][]string
-	// reused counts the chains copied from like, not parsed (for tests).
-	reused int
+	// refs counts, by chain name, the rules of the ruleset that jump to
+	// it (for patchShared to know that no chain it leaves as it is jumps
+	// to a chain it replaces).
+	refs map[string]int32
+	// reused counts the chains copied from like, not parsed (for tests);
+	// patched: compiled by patchShared.
+	reused  int
+	patched bool
 }
 
 // Covers reports whether loading s onto a table whose shared chains are b
@@ -129,40 +135,51 @@ func CompileShared(table string, prev *Shared, input string) (*Shared, error) {
 // of like or prev, not a copy: rulesets of successive syncs share their
 // unchanged chains (each namespace still keeps its own counters).
 func CompileSharedLike(table string, prev, like *Shared, input string) (*Shared, error) {
-	lines, simple := chainLines(input)
+	lines, deleted, simple := chainLines(input)
 	if like != nil && (like.table != table || !simple || like.lines == nil) {
 		like = nil
 	}
-	s, err := compileShared(table, prev, like, input, lines, simple)
+	s, err := compileShared(table, prev, like, input, lines, deleted, simple)
 	if err != nil && (like != nil || prev != nil) {
 		// The exact error (its line) comes from the whole input, the
 		// previous chains copied.
-		return compileShared(table, prev, nil, input, lines, simple)
+		return compileShared(table, prev, nil, input, lines, deleted, simple)
 	}
 	return s, err
 }
 
 // chainLines groups the "-A CHAIN ..." lines of input by chain, in order,
-// and reports whether input holds nothing else than a table, chain
-// declarations without counters, such rules and COMMIT (what kube-proxy
-// writes), so that a chain's lines say all about it.
-func chainLines(input string) (map[string][]string, bool) {
+// lists the chains it deletes ("-X CHAIN"), and reports whether input
+// holds nothing else than a table, chain declarations without counters,
+// such rules and deletions and COMMIT (what kube-proxy writes), so that a
+// chain's lines say all about it.
+func chainLines(input string) (map[string][]string, map[string]bool, bool) {
 	out := map[string][]string{}
+	var deleted map[string]bool
 	for line := range strings.SplitSeq(input, "\n") {
 		switch {
 		case line == "" || line == "COMMIT" || line[0] == '*':
 		case line[0] == ':':
 			if !strings.HasSuffix(line, " - [0:0]") {
-				return out, false
+				return out, deleted, false
 			}
 		case strings.HasPrefix(line, "-A "):
 			name, _, _ := strings.Cut(line[3:], " ")
 			out[name] = append(out[name], line)
+		case strings.HasPrefix(line, "-X "):
+			name := line[3:]
+			if name == "" || strings.ContainsAny(name, " \t") || out[name] != nil {
+				return out, deleted, false
+			}
+			if deleted == nil {
+				deleted = map[string]bool{}
+			}
+			deleted[name] = true
 		default:
-			return out, false
+			return out, deleted, false
 		}
 	}
-	return out, true
+	return out, deleted, true
 }
 
 // reusable returns, by name, the chains of prev and like that the ruleset
@@ -170,8 +187,13 @@ func chainLines(input string) (map[string][]string, bool) {
 // (prev's, carried over), or one it declares with the same lines as in
 // like's input (like's), provided every chain its rules jump to is the
 // one reused under that name (so the jumps need no rewriting).
-func reusable(prev, like *Shared, declared map[string]bool, lines map[string][]string) map[string]*Chain {
+func reusable(prev, like *Shared, declared map[string]bool, lines map[string][]string, deleted map[string]bool) map[string]*Chain {
 	cand := map[string]*Chain{}
+	defer func() {
+		for name := range deleted {
+			delete(cand, name)
+		}
+	}()
 	if prev != nil {
 		for _, name := range prev.names {
 			if !declared[name] {
@@ -221,8 +243,8 @@ func reusable(prev, like *Shared, declared map[string]bool, lines map[string][]s
 // top-level chains written again), a ruleset with prev's very chains and
 // summaries, whose input declares what input declares (those chains'
 // counters start again from zero); else nil. Its id is the caller's to set.
-func sameAs(table string, prev, like *Shared, input string, declared map[string]bool, lines map[string][]string, simple bool) *Shared {
-	if prev == nil || like != prev || !simple || prev.lines == nil || prev.table != table || prev.loops {
+func sameAs(table string, prev, like *Shared, input string, declared map[string]bool, lines map[string][]string, deleted map[string]bool, simple bool) *Shared {
+	if prev == nil || like != prev || !simple || prev.lines == nil || prev.table != table || prev.loops || len(deleted) > 0 {
 		return nil
 	}
 	for name := range declared {
@@ -236,10 +258,10 @@ func sameAs(table string, prev, like *Shared, input string, declared map[string]
 		}
 	}
 	return &Shared{table: table, prev: prev.id, input: input, declared: declared, chains: prev.chains, names: prev.names,
-		allowed: prev.allowed, height: prev.height, lines: prev.lines, reused: len(declared)}
+		allowed: prev.allowed, height: prev.height, lines: prev.lines, refs: prev.refs, reused: len(declared)}
 }
 
-func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, simple bool) (*Shared, error) {
+func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, deleted map[string]bool, simple bool) (*Shared, error) {
 	if prev != nil && prev.table != table {
 		return nil, errorf("shared ruleset for table %s used as the previous one of %s", prev.table, table)
 	}
@@ -261,23 +283,28 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	if prev != nil {
 		s.prev = prev.id
 	}
-	if v := sameAs(table, prev, like, input, declared, lines, simple); v != nil {
+	if v := sameAs(table, prev, like, input, declared, lines, deleted, simple); v != nil {
 		sharedIDs++
 		v.id = sharedIDs
 		return v, nil
+	}
+	if like == prev && simple {
+		if v := patchShared(table, prev, input, declared, lines, deleted); v != nil {
+			return v, nil
+		}
 	}
 	// Chains kept as they are (only when some ruleset before is given:
 	// an exact error comes from a compile without).
 	var reuse map[string]*Chain
 	if like != nil || prev != nil {
-		reuse = reusable(prev, like, declared, lines)
+		reuse = reusable(prev, like, declared, lines, deleted)
 	}
 	// The declared chains whose lines are like's but that jump to a chain
 	// changed get copies of like's rules, jumping to this ruleset's.
 	copied := map[string]*Chain{}
 	if like != nil {
 		for name := range declared {
-			if lc := like.chains[name]; lc != nil && reuse[name] == nil && slices.Equal(like.lines[name], lines[name]) {
+			if lc := like.chains[name]; lc != nil && reuse[name] == nil && !deleted[name] && slices.Equal(like.lines[name], lines[name]) {
 				copied[name] = lc
 			}
 		}
@@ -395,6 +422,7 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	}
 	slices.Sort(s.names)
 	s.summarize(reuse)
+	s.refs = refsOf(s)
 	// A reused chain now belongs to s (the rulesets it came from may go);
 	// its summary is the same in both, its rules and targets being the
 	// same chains.
@@ -696,3 +724,283 @@ func (t *Table) view(sc *Chain) *Chain {
 
 // Shared returns the shared ruleset t's chains are on, or nil.
 func (t *Table) Shared() *Shared { return t.base }
+
+// patchShared is compileShared for an input onto prev that declares a few
+// chains anew and leaves the others as they are or writes them again the
+// same (kube-proxy's partial sync): only the chains whose lines changed
+// are parsed, the declared chains that jump to them (all the way up) are
+// copied with their jumps rewritten, and the ruleset's bookkeeping is
+// prev's with those chains replaced, so that the cost is that of the
+// chains written, not of the table. It returns nil when the input is not
+// of that kind (a chain left as it is jumps to one replaced) or restoring
+// it fails: the caller then compiles it in full (for the exact error).
+func patchShared(table string, prev *Shared, input string, declared map[string]bool, lines map[string][]string, deleted map[string]bool) *Shared {
+	if prev == nil || prev.lines == nil || prev.refs == nil || prev.loops || prev.table != table {
+		return nil
+	}
+	affected := map[string]bool{}
+	isChanged := map[string]bool{}
+	var changed []string
+	for name := range declared {
+		if deleted[name] {
+			if prev.chains[name] == nil {
+				return nil // restore's error
+			}
+			affected[name] = true
+			continue
+		}
+		if pc := prev.chains[name]; pc == nil || !slices.Equal(prev.lines[name], lines[name]) {
+			changed = append(changed, name)
+			affected[name], isChanged[name] = true, true
+		}
+	}
+	for name := range lines {
+		if !declared[name] || deleted[name] {
+			return nil // rules for a chain the input does not declare, or deletes
+		}
+	}
+	for name := range deleted {
+		if !declared[name] {
+			return nil // deleting a chain not flushed first
+		}
+	}
+	slices.Sort(changed)
+	// The declared chains written the same that jump to a chain replaced
+	// are replaced too (their rules jump to the new chain), up to the
+	// top; every jump to a chain replaced must come from one of them or
+	// from a chain written anew.
+	fromDeclared := map[string]int32{}
+	for grew := true; grew; {
+		grew = false
+		clear(fromDeclared)
+		for name := range declared {
+			if isChanged[name] || deleted[name] {
+				continue
+			}
+			pc := prev.chains[name]
+			if pc == nil {
+				continue
+			}
+			for _, r := range pc.rules {
+				if tc := r.target.chain; tc != nil && affected[tc.Name] {
+					fromDeclared[tc.Name]++
+					if !affected[name] {
+						affected[name], grew = true, true
+					}
+				}
+			}
+		}
+	}
+	for name := range deleted {
+		changed = append(changed, name) // for the count only
+	}
+	for _, name := range changed {
+		if pc := prev.chains[name]; pc != nil {
+			for _, r := range pc.rules {
+				if tc := r.target.chain; tc != nil && affected[tc.Name] {
+					fromDeclared[tc.Name]++
+				}
+			}
+		}
+	}
+	changed = changed[:len(changed)-len(deleted)]
+	for name := range affected {
+		if prev.refs[name] != fromDeclared[name] {
+			return nil // a chain left as it is jumps to it
+		}
+	}
+	// Parse the changed chains, the chains they name standing in for
+	// prev's.
+	nf := &Netfilter{tables: map[string]*Table{}, recent: map[string]*recentTable{}}
+	t := newTable(nf, table)
+	if t == nil {
+		return nil
+	}
+	nf.tables[table] = t
+	var b strings.Builder
+	b.WriteString("*" + table + "\n")
+	for _, name := range changed {
+		b.WriteString(":" + name + " - [0:0]\n")
+	}
+	for _, name := range changed {
+		for _, line := range lines[name] {
+			b.WriteString(line)
+			b.WriteByte('\n')
+			for tok := range strings.FieldsSeq(line) {
+				if pc := prev.chains[tok]; pc != nil && !isChanged[tok] && !deleted[tok] && t.chains[tok] == nil {
+					t.chains[tok] = &Chain{Name: tok}
+				}
+			}
+		}
+	}
+	b.WriteString("COMMIT\n")
+	if err := nf.Restore(b.String(), RestoreOptions{Noflush: true, Counters: true}); err != nil || t.base != nil {
+		return nil
+	}
+	repl := make(map[string]*Chain, len(affected))
+	for _, name := range changed {
+		c := t.chains[name]
+		if c == nil || c.Builtin || c.ctr != nil {
+			return nil
+		}
+		for _, r := range c.rules {
+			if !r.shareable() {
+				return nil
+			}
+		}
+		repl[name] = c
+	}
+	for name := range affected {
+		if !isChanged[name] && !deleted[name] {
+			repl[name] = &Chain{Name: name}
+		}
+	}
+	resolve := func(name string) *Chain {
+		if deleted[name] {
+			return nil
+		}
+		if c := repl[name]; c != nil {
+			return c
+		}
+		return prev.chains[name]
+	}
+	for name, c := range repl {
+		if isChanged[name] {
+			for _, r := range c.rules {
+				if tc := r.target.chain; tc != nil && repl[tc.Name] != tc {
+					// A stand-in (or the scratch table's own copy of it).
+					if r.target.chain = resolve(tc.Name); r.target.chain == nil {
+						return nil
+					}
+				}
+			}
+			continue
+		}
+		old := prev.chains[name]
+		c.rules = make([]*Rule, len(old.rules))
+		for i, r := range old.rules {
+			n := *r
+			n.chain, n.run = c, nil
+			if r.target.chain != nil {
+				if n.target.chain = resolve(r.target.chain.Name); n.target.chain == nil {
+					return nil // it jumps to a chain deleted: restore's error
+				}
+			}
+			c.rules[i] = &n
+		}
+		c.buildIndex()
+	}
+	sharedIDs++
+	s := &Shared{table: table, id: sharedIDs, prev: prev.id, input: input, declared: declared}
+	s.chains = maps.Clone(prev.chains)
+	s.lines = maps.Clone(prev.lines)
+	s.allowed, s.height = maps.Clone(prev.allowed), maps.Clone(prev.height)
+	s.refs = maps.Clone(prev.refs)
+	for name := range affected {
+		if old := prev.chains[name]; old != nil {
+			delete(s.allowed, old)
+			delete(s.height, old)
+			for _, r := range old.rules {
+				if tc := r.target.chain; tc != nil {
+					s.refs[tc.Name]--
+				}
+			}
+		}
+	}
+	added := false
+	for name := range deleted {
+		delete(s.chains, name)
+		delete(s.lines, name)
+	}
+	for name, c := range repl {
+		if prev.chains[name] == nil {
+			added = true
+		}
+		s.chains[name] = c
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil {
+				s.refs[tc.Name]++
+			}
+		}
+	}
+	for name, n := range s.refs {
+		if n == 0 && affected[name] {
+			delete(s.refs, name)
+		}
+	}
+	for name := range declared {
+		if !deleted[name] {
+			s.lines[name] = lines[name]
+		}
+	}
+	if added || len(deleted) > 0 {
+		s.names = make([]string, 0, len(s.chains))
+		for _, name := range prev.names {
+			if !deleted[name] {
+				s.names = append(s.names, name)
+			}
+		}
+		for name := range repl {
+			if prev.chains[name] == nil {
+				s.names = append(s.names, name)
+			}
+		}
+		slices.Sort(s.names)
+	} else {
+		s.names = prev.names
+	}
+	// Summaries: the chains not replaced keep theirs (nothing below them
+	// changed).
+	const all = uint8(1<<(5) - 1)
+	state := make(map[*Chain]uint8, len(repl))
+	var visit func(c *Chain)
+	visit = func(c *Chain) {
+		state[c] = 1
+		mask, h := all, 0
+		for _, r := range c.rules {
+			if ok, restricted := hookOK[r.target.kind]; restricted {
+				mask &= ok.mask
+			}
+			tc := r.target.chain
+			if tc == nil {
+				continue
+			}
+			if repl[tc.Name] == tc {
+				switch state[tc] {
+				case 1:
+					s.loops = true
+					continue
+				case 0:
+					visit(tc)
+				}
+			}
+			mask &= s.allowed[tc]
+			h = max(h, 1+s.height[tc])
+		}
+		s.allowed[c], s.height[c] = mask, h
+		state[c] = 2
+	}
+	for _, name := range slices.Sorted(maps.Keys(repl)) {
+		if c := repl[name]; state[c] == 0 {
+			visit(c)
+		}
+	}
+	s.reused, s.patched = len(s.names)-len(repl), true
+	for _, c := range s.chains {
+		c.shared = s
+	}
+	return s
+}
+
+// refsOf counts, by chain name, the rules of s that jump to it.
+func refsOf(s *Shared) map[string]int32 {
+	refs := map[string]int32{}
+	for _, c := range s.chains {
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil {
+				refs[tc.Name]++
+			}
+		}
+	}
+	return refs
+}

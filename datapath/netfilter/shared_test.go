@@ -284,3 +284,97 @@ func TestCompileSharedLikeSameRules(t *testing.T) {
 	require.NoError(t, shared.RestoreShared(s2))
 	assert.Equal(t, text.Save(SaveOptions{Counters: true}), shared.Save(SaveOptions{Counters: true}))
 }
+
+// TestPatchedSharedEqualsRestore: kube-proxy's partial syncs (a few
+// chains declared anew, the top-level ones written again the same, stale
+// chains flushed and deleted with -X) compiled onto the previous ruleset
+// by patching it show, step by step, what restoring the text shows
+// (iptables-save -c, packets delivered), refuse what restore refuses with
+// its error, and leave the previous ruleset as it was.
+func TestPatchedSharedEqualsRestore(t *testing.T) {
+	ref, a := newTopo(t, conntrack.Config{}), newTopo(t, conntrack.Config{})
+	for _, tp := range []*topo{ref, a} {
+		ensureJumps(t, tp.nf)
+		for i := range 3 {
+			_, err := tp.server.ListenUDP(uint16(5000+i), false)
+			require.NoError(t, err)
+		}
+	}
+	opts := RestoreOptions{Noflush: true, Counters: true}
+	traffic := func(tp *topo, from uint16) {
+		for i := range 20 {
+			send(t, tp.client, udpPacket(ipClient, ipVIP, from+uint16(i), 53, []byte("q")), nil)
+			require.NoError(t, tp.e.Run())
+		}
+	}
+	same := func(step string) {
+		assert.Equal(t, ref.nf.Save(SaveOptions{Counters: true}), a.nf.Save(SaveOptions{Counters: true}), step)
+		assert.Equal(t, len(ref.atServer.pkts), len(a.atServer.pkts), step)
+	}
+	full := kubeProxyInput(3, true)
+	top := func(svc2 bool) string {
+		s := ":KUBE-SERVICES - [0:0]\n:KUBE-MARK-MASQ - [0:0]\n-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000\n" +
+			"-A KUBE-SERVICES -m comment --comment \"ns/svc:dns cluster IP\" -p udp -d 10.96.0.10/32 --dport 53 -j KUBE-SVC-X\n"
+		if svc2 {
+			s += "-A KUBE-SERVICES -p tcp -d 10.96.0.11/32 --dport 80 -j KUBE-SVC-Y\n"
+		}
+		return s + "-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports\" -m addrtype --dst-type LOCAL -j RETURN\n"
+	}
+	steps := []struct {
+		name, input string
+		err         bool
+	}{
+		{"an endpoint gone: KUBE-SVC-X anew, KUBE-SEP-2 deleted", "*nat\n" + top(true) + ":KUBE-SVC-X - [0:0]\n:KUBE-SEP-2 - [0:0]\n" +
+			"-A KUBE-SVC-X ! -s 10.0.1.0/24 -d 10.96.0.10/32 -p udp --dport 53 -j KUBE-MARK-MASQ\n" +
+			"-A KUBE-SVC-X -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-0\n-A KUBE-SVC-X -j KUBE-SEP-1\n" +
+			"-X KUBE-SEP-2\nCOMMIT\n", false},
+		{"no change", "*nat\n" + top(true) + "COMMIT\n", false},
+		{"a new endpoint chain", "*nat\n" + top(true) + ":KUBE-SVC-X - [0:0]\n:KUBE-SEP-3 - [0:0]\n" +
+			"-A KUBE-SVC-X -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-3\n-A KUBE-SVC-X -j KUBE-SEP-1\n" +
+			"-A KUBE-SEP-3 -p udp -j DNAT --to-destination 10.0.2.2:5002\nCOMMIT\n", false},
+		{"deleting a chain still jumped to", "*nat\n" + top(true) + ":KUBE-SEP-1 - [0:0]\n-X KUBE-SEP-1\nCOMMIT\n", true},
+		{"a Service gone: KUBE-SVC-Y deleted", "*nat\n" + top(false) + ":KUBE-SVC-Y - [0:0]\n-X KUBE-SVC-Y\nCOMMIT\n", false},
+	}
+	require.NoError(t, ref.nf.Restore(full, opts))
+	prev, err := CompileShared(NAT, nil, full)
+	require.NoError(t, err)
+	require.NoError(t, a.nf.RestoreShared(prev))
+	traffic(ref, 20000)
+	traffic(a, 20000)
+	same("loaded")
+	port := uint16(21000)
+	for _, st := range steps {
+		before := prev.chains
+		wantErr := ref.nf.Restore(st.input, opts)
+		s, err := CompileSharedLike(NAT, prev, prev, st.input)
+		if st.err {
+			require.Error(t, wantErr, st.name)
+			assert.Equal(t, wantErr, err, st.name)
+			continue
+		}
+		require.NoError(t, wantErr, st.name)
+		require.NoError(t, err, st.name)
+		if st.name == "no change" {
+			assert.Equal(t, prev.chains, s.chains, "the same chains")
+		} else {
+			assert.True(t, s.patched, "%s: patched", st.name)
+		}
+		for name, c := range s.chains {
+			for _, r := range c.rules {
+				if tc := r.target.chain; tc != nil {
+					assert.Same(t, s.chains[tc.Name], tc, "%s: %s jumps to the ruleset's %s", st.name, name, tc.Name)
+				}
+			}
+		}
+		require.NoError(t, a.nf.RestoreShared(s), st.name)
+		same(st.name)
+		assert.Equal(t, before, prev.chains, "%s: the previous ruleset is unchanged", st.name)
+		traffic(ref, port)
+		traffic(a, port)
+		port += 1000
+		same(st.name + ", traffic")
+		prev = s
+	}
+	assert.NotContains(t, a.nf.Save(SaveOptions{}), "KUBE-SVC-Y")
+	assert.NotContains(t, a.nf.Save(SaveOptions{}), "KUBE-SEP-2")
+}
