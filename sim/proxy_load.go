@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/datapath/nftables"
@@ -347,6 +349,39 @@ type proxyTrack struct {
 	tracker kubeproxy.Tracker
 	snap    kubeproxy.Snapshot
 	gen     uint64
+	// slices memoizes proxySlice by informer object (each watch event
+	// delivers a new one) and resource version.
+	slices map[*discoveryv1.EndpointSlice]proxySliceMemo
+}
+
+// proxySliceMemo is one memoized proxySlice.
+type proxySliceMemo struct {
+	rv string
+	es kubeproxy.EndpointSlice
+}
+
+// proxySliceOf is proxySlice(es), converted once per object the informer
+// holds: a snapshot after one endpoint change converts that slice only.
+// (The snapshots share the converted slices; nothing writes them.)
+func (c *Cluster) proxySliceOf(es *discoveryv1.EndpointSlice) kubeproxy.EndpointSlice {
+	pt := c.proxyTracker()
+	if m, ok := pt.slices[es]; ok && m.rv == es.ResourceVersion {
+		return m.es
+	}
+	if pt.slices == nil || len(pt.slices) > 2*len(c.services)+1024 {
+		pt.slices = map[*discoveryv1.EndpointSlice]proxySliceMemo{} // objects let go
+	}
+	v := proxySlice(es)
+	pt.slices[es] = proxySliceMemo{rv: es.ResourceVersion, es: v}
+	return v
+}
+
+// proxyTracker returns the cluster's proxyTrack.
+func (c *Cluster) proxyTracker() *proxyTrack {
+	if c.proxyTrack == nil {
+		c.proxyTrack = &proxyTrack{tracker: kubeproxy.Tracker{AnyNode: true}}
+	}
+	return c.proxyTrack
 }
 
 // trackedProxyRules is kubeproxy.GeneratePartial(cfg, snap, write)
@@ -354,11 +389,7 @@ type proxyTrack struct {
 // do not depend on the node: the cluster's tracker recomputes only the
 // Services changed since the generation it generated last.
 func (c *Cluster) trackedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, write func(ns, name string) bool) (*kubeproxy.Rules, error) {
-	pt := c.proxyTrack
-	if pt == nil {
-		pt = &proxyTrack{tracker: kubeproxy.Tracker{AnyNode: true}}
-		c.proxyTrack = pt
-	}
+	pt := c.proxyTracker()
 	var since map[string]bool
 	if pt.gen != 0 {
 		since = c.proxyChangedServices(pt.snap, pt.gen, snap, gen)

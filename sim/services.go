@@ -140,7 +140,7 @@ func (c *Cluster) Snapshot() kubeproxy.Snapshot {
 	for _, s := range c.services {
 		snap.Services = append(snap.Services, s.Spec.Service)
 		for _, es := range c.slices[s.Name()] {
-			snap.EndpointSlices = append(snap.EndpointSlices, proxySlice(es))
+			snap.EndpointSlices = append(snap.EndpointSlices, c.proxySliceOf(es))
 		}
 	}
 	return snap
@@ -174,7 +174,7 @@ func (c *Cluster) snapshot() kubeproxy.Snapshot {
 	for _, s := range c.services {
 		s.EndpointSlice = kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
 		if list := c.slices[s.Name()]; len(list) > 0 {
-			s.EndpointSlice = proxySlice(list[0])
+			s.EndpointSlice = c.proxySliceOf(list[0])
 		}
 	}
 	c.snap, c.snapAt, c.snapValid = c.Snapshot(), c.snapGen, true
