@@ -324,6 +324,15 @@ type lookup struct {
 	name string
 }
 
+// selWidth is each selector's key width in bytes (its dtype's width),
+// looked up once per selector instead of through two switches.
+var selWidth = func() (w [sFibDaddr + 1]uint8) {
+	for s := range w {
+		w[s] = uint8(sel(s).dtype().width())
+	}
+	return w
+}()
+
 func (c *ctx) buildKey(sels []sel) ([]byte, bool) {
 	n := 0
 	for _, s := range sels {
@@ -331,7 +340,13 @@ func (c *ctx) buildKey(sels []sel) ([]byte, bool) {
 		if !ok {
 			return nil, false
 		}
-		switch s.dtype().width() {
+		var w int
+		if int(s) < len(selWidth) {
+			w = int(selWidth[s])
+		} else {
+			w = s.dtype().width()
+		}
+		switch w {
 		case 1:
 			c.key[n] = byte(v)
 			n++
