@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"bytes"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -9,14 +10,19 @@ import (
 
 // sock is what TCPConn and UDPConn share: the gVisor endpoint, its wait
 // queue, whether blocking calls drive the world, the virtual-time
-// deadlines, and the entry and exit of a call into the stack.
+// deadlines, and the entry and exit of a call into the stack; and what a
+// read or write hands gVisor (kept here, used under the world lock, so a
+// call does not allocate them).
 type sock struct {
-	s      *Stack
-	ep     tcpip.Endpoint
-	wq     *waiter.Queue
-	fg     bool
-	rd, wd deadline
-	closed chan struct{}
+	s        *Stack
+	ep       tcpip.Endpoint
+	wq       *waiter.Queue
+	fg       bool
+	rd, wd   deadline
+	closed   chan struct{}
+	rws, wws waitSlot
+	sw       tcpip.SliceWriter
+	br       bytes.Reader
 }
 
 // SetDriving makes the socket's blocking calls drive the world (true) or

@@ -1,7 +1,6 @@
 package netstack
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -47,8 +46,9 @@ func (c *TCPConn) Read(b []byte) (int, error) {
 		if c.rd.passed() {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
-		w := tcpip.SliceWriter(b)
-		res, err := c.ep.Read(&w, tcpip.ReadOptions{})
+		c.sw = tcpip.SliceWriter(b)
+		res, err := c.ep.Read(&c.sw, tcpip.ReadOptions{})
+		c.sw = nil
 		switch err.(type) {
 		case nil:
 			return res.Count, nil
@@ -61,9 +61,7 @@ func (c *TCPConn) Read(b []byte) (int, error) {
 		if len(b) == 0 {
 			return 0, nil
 		}
-		werr := c.s.wait(c.fg, c.wq, waiter.ReadableEvents, &c.rd, c.closed, func() bool {
-			return c.ep.Readiness(waiter.ReadableEvents) != 0
-		})
+		werr := c.s.wait(c.fg, c.ep, c.wq, waiter.ReadableEvents, &c.rd, c.closed, &c.rws)
 		if werr != nil && werr != errWaitClosed {
 			return 0, c.opErr("read", werr)
 		}
@@ -82,8 +80,9 @@ func (c *TCPConn) Write(b []byte) (int, error) {
 		if c.wd.passed() {
 			return n, c.opErr("write", os.ErrDeadlineExceeded)
 		}
-		r := bytes.NewReader(b[n:])
-		m, err := c.ep.Write(r, tcpip.WriteOptions{})
+		c.br.Reset(b[n:])
+		m, err := c.ep.Write(&c.br, tcpip.WriteOptions{})
+		c.br.Reset(nil)
 		n += int(m)
 		switch err.(type) {
 		case nil:
@@ -96,9 +95,7 @@ func (c *TCPConn) Write(b []byte) (int, error) {
 			return n, c.opErr("write", errno(err))
 		}
 		c.s.dirty = true
-		werr := c.s.wait(c.fg, c.wq, waiter.WritableEvents, &c.wd, c.closed, func() bool {
-			return c.ep.Readiness(waiter.WritableEvents) != 0
-		})
+		werr := c.s.wait(c.fg, c.ep, c.wq, waiter.WritableEvents, &c.wd, c.closed, &c.wws)
 		if werr != nil && werr != errWaitClosed {
 			return n, c.opErr("write", werr)
 		}
@@ -197,6 +194,7 @@ type Listener struct {
 	addr   *net.TCPAddr
 	fg     bool
 	closed chan struct{}
+	ws     waitSlot
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -234,9 +232,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		default:
 			return nil, opError("accept", "tcp", "accept", nil, l.addr, errno(err))
 		}
-		werr := l.s.wait(l.fg, l.wq, waiter.ReadableEvents, nil, l.closed, func() bool {
-			return l.ep.Readiness(waiter.ReadableEvents) != 0
-		})
+		werr := l.s.wait(l.fg, l.ep, l.wq, waiter.ReadableEvents, nil, l.closed, &l.ws)
 		if werr != nil && werr != errWaitClosed {
 			return nil, opError("accept", "tcp", "", nil, l.addr, werr)
 		}
@@ -365,9 +361,7 @@ func (s *Stack) dialTCP(ctx context.Context, network, address string, fg bool) (
 	terr = ep.Connect(tcpip.FullAddress{Addr: tcpip.AddrFrom4(a.As4()), Port: port})
 	if _, ok := terr.(*tcpip.ErrConnectStarted); ok {
 		s.dirty = true
-		werr := s.wait(fg, wq, waiter.WritableEvents|waiter.EventHUp|waiter.EventErr, &dl, ctx.Done(), func() bool {
-			return ep.Readiness(waiter.WritableEvents|waiter.EventHUp|waiter.EventErr) != 0
-		})
+		werr := s.wait(fg, ep, wq, waiter.WritableEvents|waiter.EventHUp|waiter.EventErr, &dl, ctx.Done(), nil)
 		if dl.t != nil {
 			dl.t.Stop()
 		}

@@ -1,7 +1,6 @@
 package netstack
 
 import (
-	"bytes"
 	"net"
 	"os"
 
@@ -57,8 +56,9 @@ func (c *UDPConn) ReadFrom(b []byte) (int, net.Addr, error) {
 		if c.rd.passed() {
 			return 0, nil, c.opErr("read", nil, os.ErrDeadlineExceeded)
 		}
-		w := tcpip.SliceWriter(b)
-		res, err := c.ep.Read(&w, tcpip.ReadOptions{NeedRemoteAddr: true})
+		c.sw = tcpip.SliceWriter(b)
+		res, err := c.ep.Read(&c.sw, tcpip.ReadOptions{NeedRemoteAddr: true})
+		c.sw = nil
 		switch err.(type) {
 		case nil:
 			return res.Count, &net.UDPAddr{IP: ip4(res.RemoteAddr.Addr), Port: int(res.RemoteAddr.Port)}, nil
@@ -66,9 +66,7 @@ func (c *UDPConn) ReadFrom(b []byte) (int, net.Addr, error) {
 		default:
 			return 0, nil, c.opErr("read", nil, errno(err))
 		}
-		werr := c.s.wait(c.fg, c.wq, waiter.ReadableEvents|waiter.EventErr, &c.rd, c.closed, func() bool {
-			return c.ep.Readiness(waiter.ReadableEvents|waiter.EventErr) != 0
-		})
+		werr := c.s.wait(c.fg, c.ep, c.wq, waiter.ReadableEvents|waiter.EventErr, &c.rd, c.closed, &c.rws)
 		if werr != nil && werr != errWaitClosed {
 			return 0, nil, c.opErr("read", nil, werr)
 		}
@@ -99,7 +97,9 @@ func (c *UDPConn) write(b []byte, to *net.UDPAddr) (int, error) {
 		opts.To = &tcpip.FullAddress{Addr: tcpip.AddrFrom4([4]byte(to.IP.To4())), Port: uint16(to.Port)}
 		dst = to
 	}
-	n, err := c.ep.Write(bytes.NewReader(b), opts)
+	c.br.Reset(b)
+	n, err := c.ep.Write(&c.br, opts)
+	c.br.Reset(nil)
 	if err != nil {
 		return int(n), c.opErr("write", dst, errno(err))
 	}

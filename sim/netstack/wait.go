@@ -4,6 +4,7 @@ import (
 	"os"
 	"time"
 
+	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
 
@@ -87,20 +88,43 @@ func isClosed(c <-chan struct{}) bool {
 // errWaitClosed is returned by wait when stop is closed.
 var errWaitClosed = &Error{Op: "wait", Msg: "closed"}
 
-// wait blocks until ready (called with d.mu held) reports true and returns
-// nil, or returns os.ErrDeadlineExceeded when dl passes, errWaitClosed when
-// stop is closed, or an *IdleError when nothing left in the world can make
-// ready true. A foreground wait (fg) drives the world itself when nobody
-// else does; a background one (a server's Accept, the reads of an
-// http.Transport's connections) only waits for the driver. Called and
-// returns with d.mu held.
-func (s *Stack) wait(fg bool, q *waiter.Queue, mask waiter.EventMask, dl *deadline, stop <-chan struct{}, ready func() bool) error {
+// waitSlot is a wait queue entry and its channel kept by a socket for its
+// waits of one kind (reads, writes), so a blocking call allocates neither.
+type waitSlot struct {
+	e    waiter.Entry
+	ch   chan struct{}
+	busy bool
+}
+
+// wait blocks until ep reports one of the events in mask (checked with
+// d.mu held) and returns nil, or returns os.ErrDeadlineExceeded when dl
+// passes, errWaitClosed when stop is closed, or an *IdleError when nothing
+// left in the world can make ep ready. A foreground wait (fg) drives the
+// world itself when nobody else does; a background one (a server's
+// Accept, the reads of an http.Transport's connections) only waits for the
+// driver. ws, when not nil and not in use by another wait, is the entry
+// registered on q. Called and returns with d.mu held.
+func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.EventMask, dl *deadline, stop <-chan struct{}, ws *waitSlot) error {
 	d := s.d
-	e, ch := waiter.NewChannelEntry(mask)
-	q.EventRegister(&e)
-	defer q.EventUnregister(&e)
+	if ws == nil || ws.busy {
+		ws = &waitSlot{}
+	}
+	if ws.ch == nil {
+		ws.ch = make(chan struct{}, 1)
+	}
+	select {
+	case <-ws.ch: // a notification left from an earlier wait
+	default:
+	}
+	ws.busy = true
+	ws.e.Init(waiter.ChannelNotifier(ws.ch), mask)
+	q.EventRegister(&ws.e)
+	defer func() {
+		q.EventUnregister(&ws.e)
+		ws.busy = false
+	}()
 	for {
-		if ready() {
+		if ep.Readiness(mask) != 0 {
 			return nil
 		}
 		if dl.passed() {
@@ -111,7 +135,7 @@ func (s *Stack) wait(fg bool, q *waiter.Queue, mask waiter.EventMask, dl *deadli
 		}
 		if fg && !d.driving {
 			d.driving = true
-			err := d.driveLocked(func() bool { return ready() || dl.passed() || isClosed(stop) }, true)
+			err := d.driveLocked(func() bool { return ep.Readiness(mask) != 0 || dl.passed() || isClosed(stop) }, true)
 			d.release()
 			if err != nil {
 				return err
@@ -126,7 +150,7 @@ func (s *Stack) wait(fg bool, q *waiter.Queue, mask waiter.EventMask, dl *deadli
 		d.mu.Unlock()
 		d.activity.Add(1)
 		select {
-		case <-ch:
+		case <-ws.ch:
 		case <-dch:
 		case <-stop:
 		case <-rel:
