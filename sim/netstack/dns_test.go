@@ -151,9 +151,9 @@ func TestLookupHost(t *testing.T) {
 		require.Equal(t, tc.notFound, de.IsNotFound, tc.name)
 		require.Equal(t, !tc.notFound, de.IsTemporary, tc.name)
 		if tc.notFound {
-			require.Equal(t, "lookup "+tc.name+": no such host", err.Error())
+			require.Equal(t, "lookup "+tc.name+" on 10.96.0.10:53: no such host", err.Error())
 		} else {
-			require.Equal(t, "lookup "+tc.name+": server misbehaving", err.Error())
+			require.Equal(t, "lookup "+tc.name+" on 10.96.0.10:53: server misbehaving", err.Error())
 		}
 	}
 }
@@ -177,4 +177,21 @@ func TestLookupDeadNameserver(t *testing.T) {
 	require.Equal(t, "wget: bad address 'nope'\n", errOut)
 	t.Log(w.World.Now() - start)
 	require.Equal(t, 20*time.Second, (w.World.Now() - start).Truncate(time.Second))
+}
+
+// TestHTTPGetServiceName: the Go API resolves too: http.Client.Get of a
+// Service's name from a pod (the Transport's dial looks it up while the
+// caller drives), and net.Dial's error for a name that does not resolve.
+func TestHTTPGetServiceName(t *testing.T) {
+	w, servers := dnsWeb(t)
+	var body string
+	q := asked(servers, func() { _, body = getBody(t, w.client.HTTPClient(0), "http://web.net/") })
+	require.Contains(t, body, "<title>Welcome to nginx!</title>")
+	require.ElementsMatch(t, []string{"A web.net.net.svc.cluster.local.", "AAAA web.net.net.svc.cluster.local.",
+		"A web.net.svc.cluster.local.", "AAAA web.net.svc.cluster.local."}, q)
+
+	_, err := w.client.Dial("tcp", "nope.net.svc.cluster.local:80")
+	require.EqualError(t, err, "dial tcp: lookup nope.net.svc.cluster.local on 10.96.0.10:53: no such host")
+	var de *net.DNSError
+	require.True(t, errors.As(err, &de) && de.IsNotFound)
 }

@@ -14,11 +14,11 @@
 // server in a pod that answers as CoreDNS's kubernetes plugin does with
 // kubeadm's Corefile, from the cluster's Services. A stack given its
 // resolv.conf (SetResolvConf; for a pod the kubelet's, dns.PodResolvConf)
-// resolves names as glibc's getaddrinfo does (LookupHost; Wget uses it):
-// the search list and ndots, an A and an AAAA query per name tried, over
-// UDP through the namespace (so to the kube-dns ClusterIP, DNAT and all,
-// to a CoreDNS pod on another node), glibc's timeouts and retries in
-// virtual time.
+// resolves names as glibc's getaddrinfo does (LookupHost; Wget, Dial and
+// so the Transport's http.Client use it): the search list and ndots, an A
+// and an AAAA query per name tried, over UDP through the namespace (so to
+// the kube-dns ClusterIP, DNAT and all, to a CoreDNS pod on another node),
+// glibc's timeouts and retries in virtual time.
 //
 //	r, _ := scenarios.NewReference(1)
 //	web, _ := netstack.AttachPod(r.World, r.Web2)

@@ -83,8 +83,10 @@ const (
 // nameserver that never answers ends the search list (the name as it is
 // is still tried), one that refuses (ICMP port unreachable) ends the
 // lookup. Only A records are used (the model is IPv4). The error is Go's
-// *net.DNSError ("lookup nope: no such host", IsNotFound; a timeout or
-// a refusal: "server misbehaving", IsTemporary). Time is the world's: a
+// *net.DNSError ("lookup nope on 10.96.0.10:53: no such host", IsNotFound;
+// SERVFAIL, a timeout or a refusal: "server misbehaving", IsTemporary).
+// The queries are glibc's, not those of Go's own resolver (which sends
+// the A and AAAA queries from two sockets). Time is the world's: a
 // lookup against a dead nameserver takes its 20 s of virtual time.
 func (s *Stack) LookupHost(host string) ([]string, error) {
 	addrs, err := s.lookup(host, true)
@@ -161,11 +163,14 @@ func (s *Stack) lookup(host string, fg bool) ([]netip.Addr, error) {
 	case gotServFail:
 		last = servFail
 	}
+	// The error names the nameserver, as Go's resolver does ("lookup nope
+	// on 10.96.0.10:53: no such host").
+	server := netip.AddrPortFrom(r.nameservers[len(r.nameservers)-1], 53).String()
 	switch last {
 	case notFound, noData:
-		return nil, notFoundErr
+		return nil, &net.DNSError{Err: "no such host", Name: host, Server: server, IsNotFound: true}
 	}
-	return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true, IsTimeout: last == timedOut}
+	return nil, &net.DNSError{Err: "server misbehaving", Name: host, Server: server, IsTemporary: true, IsTimeout: last == timedOut}
 }
 
 // queryName asks the nameservers for fqdn's A and AAAA records as glibc's

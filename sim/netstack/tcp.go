@@ -284,6 +284,32 @@ func ip4(a tcpip.Address) net.IP {
 	return net.IPv4(b[0], b[1], b[2], b[3]).To4()
 }
 
+// dialAddr is parseAddr for a dial, with a host name resolved through the
+// stack's resolv.conf (LookupHost) to its first address: a foreground dial
+// drives the lookup, a background one (the Transport's) waits for the
+// driver. Called without the world lock.
+func (s *Stack) dialAddr(network, address string, fg bool) (netip.Addr, uint16, error) {
+	host, portStr, err := net.SplitHostPort(address)
+	if _, perr := netip.ParseAddr(host); err != nil || host == "" || perr == nil {
+		return parseAddr("dial", network, address)
+	}
+	// A name: the port's errors first, as net.Dial reports them.
+	_, port, err := parseAddr("dial", network, net.JoinHostPort("0.0.0.0", portStr))
+	if err != nil {
+		return netip.Addr{}, 0, err
+	}
+	addrs, err := s.lookup(host, fg)
+	if err != nil {
+		return netip.Addr{}, 0, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	for _, a := range addrs {
+		if a.Is4() {
+			return a, port, nil
+		}
+	}
+	return netip.Addr{}, 0, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
+}
+
 // parseAddr parses "host:port" where host is an IPv4 address or empty.
 func parseAddr(op, network, address string) (netip.Addr, uint16, error) {
 	host, port, err := net.SplitHostPort(address)
@@ -308,7 +334,9 @@ func parseAddr(op, network, address string) (netip.Addr, uint16, error) {
 }
 
 // Dial connects to address on the named network ("tcp", "tcp4", "udp",
-// "udp4"), as net.Dial does, from the stack's namespace. The connection is
+// "udp4"), as net.Dial does, from the stack's namespace. A host name is
+// resolved through the stack's resolv.conf (SetResolvConf; see LookupHost)
+// and the first address dialled. The connection is
 // a foreground one: its blocking calls drive the world. Dial blocks until
 // the handshake completes or fails (connection refused, no route to host,
 // timed out after the SYN retries), in virtual time.
@@ -333,7 +361,7 @@ func (s *Stack) dial(ctx context.Context, network, address string, fg bool) (net
 }
 
 func (s *Stack) dialTCP(ctx context.Context, network, address string, fg bool) (net.Conn, error) {
-	a, port, err := parseAddr("dial", network, address)
+	a, port, err := s.dialAddr(network, address, fg)
 	if err != nil {
 		return nil, err
 	}

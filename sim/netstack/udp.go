@@ -174,7 +174,7 @@ func (s *Stack) newUDP(network, op string, laddr, raddr *net.UDPAddr, fg bool) (
 }
 
 func (s *Stack) dialUDP(network, address string, fg bool) (net.Conn, error) {
-	a, port, err := parseAddr("dial", network, address)
+	a, port, err := s.dialAddr(network, address, fg)
 	if err != nil {
 		return nil, err
 	}
