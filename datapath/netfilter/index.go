@@ -19,12 +19,33 @@ type indexKey struct {
 	proto uint8
 }
 
+// word packs the key into the one nonzero word the run's table holds
+// (the protocol is TCP or UDP, so never zero).
+func (k indexKey) word() uint64 { return uint64(k.dst)<<24 | uint64(k.dport)<<8 | uint64(k.proto) }
+
 // indexRun covers rules [start, end) of a chain, all indexable.
 type indexRun struct {
 	start, end int
-	// at lists, per key, the positions of the rules that match it, in
-	// chain order.
-	at map[indexKey][]int32
+	// keys is an open-addressing table (linear probing, at most half
+	// full, 0 empty) of the keys the run's rules match; at[i] lists the
+	// positions of the rules matching keys[i], in chain order.
+	keys []uint64
+	at   [][]int32
+}
+
+func (run *indexRun) slot(w uint64) int {
+	mask := uint64(len(run.keys) - 1)
+	i := (w * 0x9e3779b97f4a7c15 >> 32) & mask
+	for run.keys[i] != 0 && run.keys[i] != w {
+		i = (i + 1) & mask
+	}
+	return int(i)
+}
+
+func (run *indexRun) add(k indexKey, pos int32) {
+	i := run.slot(k.word())
+	run.keys[i] = k.word()
+	run.at[i] = append(run.at[i], pos)
 }
 
 // indexKeyOf returns the key a rule matches exactly, and whether the rule
@@ -78,9 +99,13 @@ func (ch *Chain) buildIndex() {
 			j++
 		}
 		if j-i >= minIndexRun {
-			run := &indexRun{start: i, end: j, at: make(map[indexKey][]int32, j-i)}
+			n := 4
+			for n < 2*(j-i) {
+				n *= 2
+			}
+			run := &indexRun{start: i, end: j, keys: make([]uint64, n), at: make([][]int32, n)}
 			for k := i; k < j; k++ {
-				run.at[keys[k]] = append(run.at[keys[k]], int32(k))
+				run.add(keys[k], int32(k))
 				ch.rules[k].run = run
 			}
 		}
@@ -94,7 +119,7 @@ func (run *indexRun) next(c *evalCtx, i int) int {
 	if c.frag || !c.l4ok {
 		return run.end
 	}
-	for _, k := range run.at[indexKey{dst: c.dst, dport: c.dport, proto: c.proto}] {
+	for _, k := range run.at[run.slot(indexKey{dst: c.dst, dport: c.dport, proto: c.proto}.word())] {
 		if int(k) >= i {
 			return int(k)
 		}
