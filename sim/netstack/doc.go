@@ -148,10 +148,16 @@
 // delivery order: it has one processor.) Before the clock moves on, the
 // driver yields a few more rounds; before declaring the world idle, and
 // before jumping the clock by more than a millisecond (to a timeout), it
-// waits in wall-clock time (until the scheduler shows nothing running or
-// ready three times, at most some 40 ms), so an idle error or a spurious
+// yields its OS thread (sched_yield, up to 200 times: a goroutine whose
+// thread the kernel descheduled gets the core) and then waits in
+// wall-clock time (until the scheduler shows nothing running or ready
+// three times, at most some 40 ms), so an idle error or a spurious
 // timeout is not caused by such a goroutine, short of a machine that
-// deschedules it for longer than that.
+// deschedules it for longer than that. (Lowering GOMAXPROCS to one for
+// each drive would make the one-processor guarantee hold whatever
+// GOMAXPROCS is, but each switch stops the world, which on a loaded
+// machine waits for the other thread: measured, it cost more than the
+// parallel drive it replaced.)
 //
 // Application hygiene still matters: a server that writes the wall-clock
 // time (net/http's automatic Date header) is not deterministic
