@@ -3,10 +3,12 @@ package bench
 import (
 	"io"
 	"net/http"
+	"net/netip"
 	"testing"
 
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim"
+	"github.com/kubewalk/kubewalk/sim/dns"
 	"github.com/kubewalk/kubewalk/sim/netstack"
 )
 
@@ -82,4 +84,36 @@ func BenchmarkNetstackGETFresh(b *testing.B) {
 	c := &http.Client{Transport: t}
 	get(b, c, "http://10.111.80.136/")
 	loop(b, func() { get(b, c, "http://10.111.80.136/") })
+}
+
+// BenchmarkNetstackLookup is one name lookup from the client pod as glibc
+// does it through the pod's resolv.conf: "web" is found with the first
+// search domain, an A and an AAAA query over UDP to the kube-dns ClusterIP
+// (DNAT to a CoreDNS pod on cka-cp1, across nodes) and their answers.
+func BenchmarkNetstackLookup(b *testing.B) {
+	r, client := netstackWorld(b)
+	servers, err := netstack.StartCoreDNS(r.Cluster)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range servers {
+		b.Cleanup(func() { s.Close() })
+	}
+	rc, _ := dns.PodResolvConf(r.Client.Object, dns.KubeletDNS{
+		ClusterDNS: []netip.Addr{netip.MustParseAddr(r.DNSServiceIP())}, ClusterDomain: "cluster.local"})
+	client.SetResolvConf(rc)
+	lookup := func() {
+		addrs, err := client.LookupHost("web")
+		if err != nil || len(addrs) != 1 {
+			b.Fatal(addrs, err)
+		}
+	}
+	lookup()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpuTime()
+	for range b.N {
+		lookup()
+	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/lookup")
 }

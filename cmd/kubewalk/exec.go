@@ -10,13 +10,15 @@ import (
 const execUsage = `Run a command in a pod of the scenario's cluster, as kubectl exec does:
 cat /etc/resolv.conf, ip addr, ip route, ip link, ip neigh, and busybox's
 wget -qO- URL (a real HTTP request over gVisor's TCP/IP stack; nginx
-pods answer with nginx's welcome page).
+pods answer with nginx's welcome page; a name is resolved through the
+pod's resolv.conf by CoreDNS in kube-system, over the simulated network).
 
 Usage:
   kubewalk exec (--scenario NAME | -f FILE...) [-n NAMESPACE] POD [-c CONTAINER] -- COMMAND [ARGS...]
 
 Example:
   kubewalk exec --scenario reference -n net client -- wget -qO- http://10.111.80.136
+  kubewalk exec --scenario reference -n net client -- wget -qO- http://web
 `
 
 // runExec is `kubewalk exec`: one `kubectl exec` step of a lab script.

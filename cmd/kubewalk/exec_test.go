@@ -13,6 +13,10 @@ func TestExec(t *testing.T) {
 	require.Equal(t, 0, code, errs)
 	require.Contains(t, out, "<title>Welcome to nginx!</title>")
 
+	code, out, errs = call("exec", "--scenario", "reference", "-n", "net", "client", "--", "wget", "-qO-", "http://web")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "<title>Welcome to nginx!</title>")
+
 	code, out, _ = call("exec", "--scenario", "reference", "-n", "net", "client", "--", "cat", "/etc/resolv.conf")
 	require.Equal(t, 0, code)
 	require.Equal(t, "search net.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n", out)

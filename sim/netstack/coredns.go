@@ -42,7 +42,8 @@ const CoreDNSTTL = 30
 // when its upstream does not answer (at once here, not after the forward
 // plugin's timeouts). Not modelled either: the cache (a Service change is
 // seen by the next query), loadbalance's shuffling of headless answers,
-// TCP, EDNS0 options.
+// TCP (a truncated answer, over 512 bytes without EDNS0, is all a client
+// gets), EDNS0 options beyond the buffer size.
 type DNSServer struct {
 	s    *Stack
 	c    *sim.Cluster
@@ -112,6 +113,13 @@ func (srv *DNSServer) serve() {
 		srv.s.d.lock()
 		r := srv.answer(&q)
 		srv.s.d.unlock()
+		// As CoreDNS scrubs a UDP answer to the client's buffer size:
+		// 512 bytes without EDNS0, truncated (TC) beyond.
+		size := 512
+		if o := q.IsEdns0(); o != nil {
+			size = max(int(o.UDPSize()), 512)
+		}
+		r.Truncate(size)
 		out, err := r.Pack()
 		if err != nil {
 			continue

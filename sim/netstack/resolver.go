@@ -228,7 +228,9 @@ func (s *Stack) exchange(ns netip.Addr, fqdn string, wait time.Duration, fg bool
 	uc.rd.setAfter(s.d, wait)
 	s.d.unlock()
 	var answers [2]*mdns.Msg
-	buf := make([]byte, 65535)
+	// Without EDNS0 an answer over UDP is at most 512 bytes (a longer one
+	// comes truncated; glibc would ask again over TCP, not modelled).
+	buf := make([]byte, 512)
 	for answers[0] == nil || answers[1] == nil {
 		n, err := uc.Read(buf)
 		if err != nil {
