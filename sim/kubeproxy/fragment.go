@@ -318,6 +318,7 @@ func (g *genContext) port(sp *svcPort, allEps []*endpoint) *portFrag {
 
 // apply appends f to r; own says whether the port's own chains are written.
 func (g *genContext) apply(r *Rules, f *portFrag, own bool) {
+	r.frags = append(r.frags, f)
 	r.filter.rules = append(r.filter.rules, f.filter.rules...)
 	if !own {
 		r.nat.rules = append(r.nat.rules, f.nat.rules[:f.natTop]...)

@@ -173,7 +173,15 @@ type Rules struct {
 	MasqueradeMark string
 	chains         map[string]ChainInfo
 	// Partial: the rules of a partial sync (GeneratePartial).
-	Partial      bool
+	Partial bool
+	// LargeCluster: kube-proxy's largeClusterMode (more than 1,000
+	// endpoints): no comments on endpoint rules, and stale chains deleted
+	// at most once per --iptables-sync-period.
+	LargeCluster bool
+	// frags are the service ports' rules, written or not; active the
+	// chains they use (StaleChains).
+	frags        []*portFrag
+	active       map[string]bool
 	udpIPs       map[netip.Addr]map[netip.Addr]bool
 	udpNodePorts map[uint16]map[netip.Addr]bool
 }
@@ -400,6 +408,7 @@ func (g *genContext) begin() *Rules {
 	filter := newTable("filter", "INPUT", "FORWARD", "OUTPUT")
 	nat := newTable("nat", "PREROUTING", "INPUT", "OUTPUT", "POSTROUTING")
 	r := &Rules{
+		LargeCluster:   g.largeCluster,
 		filter:         filter,
 		nat:            nat,
 		MasqueradeMark: mark,
@@ -476,6 +485,8 @@ func (g *genContext) finish(r *Rules) {
 	markSave := fmt.Sprintf("0x%x", markVal)
 	localhostNodePorts := g.localhostNodePorts
 	// Tail call to KUBE-NODEPORTS; must be the last rule of KUBE-SERVICES.
+	// (kube-proxy writes its stale-chain deletions just before.)
+	nat.tail = len(nat.rules)
 	const npComment = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
 	if len(cfg.NodePortAddresses) == 0 {
 		parts := []part{comment(npComment), same("-m addrtype --dst-type LOCAL")}
@@ -576,6 +587,65 @@ func Probability(i, n int) (kubeProxy, iptablesSave string) {
 	}
 	r := probabilityRestore(n - i)
 	return r, probabilitySave(r)
+}
+
+// IsServiceChain reports whether name is one of kube-proxy's per-Service
+// chains (KUBE-SVC-, KUBE-SVL-, KUBE-EXT-, KUBE-FW-, KUBE-SEP-), the only
+// chains its stale-chain cleanup deletes (isServiceChainName).
+func IsServiceChain(name string) bool {
+	for _, p := range []string{PrefixService, PrefixServiceLocal, PrefixExternal, PrefixFirewall, PrefixEndpoint} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// StaleChains returns, sorted, the chains of existing (the nat table's
+// chains before the sync, as iptables-save lists them) that kube-proxy
+// deletes at this sync when it cleans up: its per-Service chains that no
+// service port uses any more (a partial sync counts the chains of the
+// Services it leaves out as used). kube-proxy cleans up at every sync,
+// or, in large-cluster mode (LargeCluster), when the last cleanup is more
+// than --iptables-sync-period ago; it writes each stale chain's
+// declaration (which flushes it) and `-X` (RestoreInputDeleting). The
+// real proxier writes them in map order; they are sorted here.
+func (r *Rules) StaleChains(existing []string) []string {
+	var out []string
+	for _, name := range existing {
+		if !IsServiceChain(name) {
+			continue
+		}
+		if r.active == nil {
+			r.active = map[string]bool{}
+			for _, f := range r.frags {
+				for _, c := range f.nat.chains {
+					r.active[c] = true
+				}
+			}
+		}
+		if !r.active[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// RestoreInputDeleting is RestoreInput deleting the stale chains too
+// (StaleChains): their declarations after the others, their `-X` lines
+// after the service ports' rules, before KUBE-SERVICES' last rule.
+func (r *Rules) RestoreInputDeleting(stale []string) string {
+	return r.filter.restore() + r.nat.restoreDeleting(stale)
+}
+
+// RestoreInputTableDeleting is RestoreInputTable deleting the stale
+// chains (nat only).
+func (r *Rules) RestoreInputTableDeleting(table string, stale []string) string {
+	if table == "nat" {
+		return r.nat.restoreDeleting(stale)
+	}
+	return r.RestoreInputTable(table)
 }
 
 // RestoreInputTable returns the part of RestoreInput for one table

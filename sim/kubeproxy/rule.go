@@ -213,6 +213,8 @@ type table struct {
 	ensured  []string // chains created with iptables -N (jump targets, canary)
 	declared map[string]bool
 	rules    []rule
+	// tail is where the rules after the service ports' start.
+	tail int
 }
 
 func newTable(name string, builtins ...string) *table {
@@ -287,13 +289,37 @@ func (t *table) render() {
 
 // restore renders the table the way kube-proxy writes it into
 // iptables-restore: chain lines, then rules, in write order.
-func (t *table) restore() string {
+func (t *table) restore() string { return t.restoreDeleting(nil) }
+
+// restoreDeleting is restore, deleting the chains stale: kube-proxy
+// writes their declarations after the others and `-X` for each after the
+// service ports' rules.
+func (t *table) restoreDeleting(stale []string) string {
 	var b strings.Builder
+	n := 0
+	for i := range t.rules {
+		n += len(t.rules[i].line) + 1
+	}
+	b.Grow(n + 64*len(t.chains))
 	b.WriteString("*" + t.name + "\n")
 	for _, c := range t.chains {
 		b.WriteString(":" + c + " - [0:0]\n")
 	}
-	for i := range t.rules {
+	for _, c := range stale {
+		b.WriteString(":" + c + " - [0:0]\n")
+	}
+	tail := min(t.tail, len(t.rules))
+	if len(stale) == 0 {
+		tail = len(t.rules)
+	}
+	for i := range t.rules[:tail] {
+		b.WriteString(t.rules[i].restoreLine())
+		b.WriteByte('\n')
+	}
+	for _, c := range stale {
+		b.WriteString("-X " + c + "\n")
+	}
+	for i := tail; i < len(t.rules); i++ {
 		b.WriteString(t.rules[i].restoreLine())
 		b.WriteByte('\n')
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -144,4 +146,65 @@ func TestTrackerEqualsGenerate(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStaleChains: after a Service is deleted, the chains its ports used
+// are stale (and only kube-proxy's per-Service chains are: the top-level
+// ones and others' stay); a partial sync counts the chains of the
+// Services it leaves out as used; the restore input declares the stale
+// chains after the others and deletes them just before KUBE-SERVICES'
+// last rule, as kube-proxy writes it.
+func TestStaleChains(t *testing.T) {
+	cfg := refConfig()
+	web := webService()
+	other := webService()
+	other.Name, other.ClusterIP = "other", ip("10.111.80.137")
+	snap := Snapshot{Services: []Service{web, other}, EndpointSlices: []EndpointSlice{
+		slice("net", "web", tcp("", 80), ep("10.244.1.5", "cka-w1"), ep("10.244.2.5", "cka-w2")),
+		slice("net", "other", tcp("", 80), ep("10.244.1.6", "cka-w1"))}}
+	before, err := Generate(cfg, snap)
+	require.NoError(t, err)
+	var existing []string
+	for _, line := range strings.Split(before.RestoreInputTable("nat"), "\n") {
+		if name, ok := strings.CutPrefix(line, ":"); ok {
+			existing = append(existing, strings.Fields(name)[0])
+		}
+	}
+	existing = append(existing, "KUBE-SEP-NOT-OURS-X", "MY-CHAIN")
+	webRules, ok := before.Service("net/web", ProtocolTCP)
+	require.True(t, ok)
+	want := []string{webRules.ClusterChain, webRules.Endpoints[0].Chain, webRules.Endpoints[1].Chain, "KUBE-SEP-NOT-OURS-X"}
+	slices.Sort(want)
+
+	after := Snapshot{Services: []Service{other}, EndpointSlices: snap.EndpointSlices[1:]}
+	full, err := Generate(cfg, after)
+	require.NoError(t, err)
+	assert.Equal(t, want, full.StaleChains(existing))
+	part, err := GeneratePartial(cfg, after, func(ns, name string) bool { return name == "web" })
+	require.NoError(t, err)
+	assert.Equal(t, want, part.StaleChains(existing), "the chains of the Service left out are in use")
+	none, err := GeneratePartial(cfg, snap, func(string, string) bool { return false })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"KUBE-SEP-NOT-OURS-X"}, none.StaleChains(existing))
+
+	in := part.RestoreInputDeleting(want)
+	assert.True(t, strings.HasPrefix(in, part.RestoreInputTable("filter")))
+	nat := strings.Split(strings.TrimSuffix(part.RestoreInputTableDeleting("nat", want), "\n"), "\n")
+	plain := strings.Split(strings.TrimSuffix(part.RestoreInputTable("nat"), "\n"), "\n")
+	lastDecl := 0
+	for i, l := range plain {
+		if strings.HasPrefix(l, ":") {
+			lastDecl = i
+		}
+	}
+	var decl, del []string
+	for _, c := range want {
+		decl = append(decl, ":"+c+" - [0:0]")
+		del = append(del, "-X "+c)
+	}
+	tail := len(plain) - 2 // the nodeports rule, then COMMIT
+	require.Contains(t, plain[tail], "kubernetes service nodeports")
+	wantNat := slices.Concat(plain[:lastDecl+1], decl, plain[lastDecl+1:tail], del, plain[tail:])
+	assert.Equal(t, wantNat, nat)
+	assert.Equal(t, part.RestoreInput(), part.RestoreInputDeleting(nil))
 }
