@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -46,6 +47,18 @@ type iptablesProxier struct {
 	// full sync was.
 	synced   bool
 	lastFull time.Duration
+	// cleaned: a sync deleted stale chains, the last at lastCleanup
+	// (kube-proxy's lastIPTablesCleanup).
+	cleaned     bool
+	lastCleanup time.Duration
+}
+
+// cleanupDue is kube-proxy's condition for deleting stale chains at a
+// sync (syncProxyRules): always, except in large-cluster mode, where only
+// when the last cleanup is more than --iptables-sync-period ago (time.Since
+// > syncPeriod; the first sync cleans up).
+func cleanupDue(large, cleaned bool, last, now time.Duration) bool {
+	return !large || !cleaned || now-last > ProxySyncPeriod
 }
 
 // ProxyFullSyncPeriod is how often kube-proxy's iptables proxier makes a
@@ -91,6 +104,11 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		changed = p.c.proxyChangedServices(p.last, p.lastGen, snap, gen)
 	}
 	p.synced = false // until this sync succeeds
+	cleaned := false
+	clean := func(large bool) bool {
+		cleaned = cleanupDue(large, p.cleaned, p.lastCleanup, now)
+		return cleaned
+	}
 	lazy := func() *kubeproxy.Rules {
 		r, _ := kubeproxy.Generate(cfg, snap) // generated without error for another node
 		return r
@@ -99,9 +117,9 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		var rules *kubeproxy.Rules
 		var sets [2]*netfilter.Shared
 		if full {
-			rules, sets = p.c.sharedProxyRules(cfg, snap, gen, n)
+			rules, sets = p.c.sharedProxyRules(cfg, snap, gen, n, clean)
 		} else if p.lastGen != 0 {
-			rules, sets = p.c.sharedPartialProxyRules(cfg, snap, gen, p.lastGen, changed, n)
+			rules, sets = p.c.sharedPartialProxyRules(cfg, snap, gen, p.lastGen, changed, n, clean)
 		}
 		if rules != nil {
 			var err error
@@ -114,11 +132,12 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 				return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 			}
 			n.setProxyRules(nil, lazy)
-			p.succeeded(full, now)
+			p.succeeded(full, now, cleaned)
 			p.clearStale(cfg, snap, gen)
 			return nil
 		}
 	}
+	cleaned = false
 	var rules *kubeproxy.Rules
 	var err error
 	if full {
@@ -129,10 +148,14 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	var stale []string
+	if clean(rules.LargeCluster) {
+		stale = rules.StaleChains(natChainNames(n))
+	}
 	if full {
-		err = loadProxyRules(n, rules)
+		err = loadProxyRules(n, rules, stale)
 	} else {
-		err = n.Netfilter.Restore(rules.RestoreInput(), netfilter.RestoreOptions{Noflush: true, Counters: true})
+		err = n.Netfilter.Restore(rules.RestoreInputDeleting(stale), netfilter.RestoreOptions{Noflush: true, Counters: true})
 	}
 	if err != nil {
 		return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
@@ -142,17 +165,54 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	} else {
 		n.setProxyRules(nil, lazy)
 	}
-	p.succeeded(full, now)
+	p.succeeded(full, now, cleaned)
 	p.clearStale(cfg, snap, gen)
 	return nil
 }
 
-// succeeded records a successful sync (full or partial) at now.
-func (p *iptablesProxier) succeeded(full bool, now time.Duration) {
+// succeeded records a successful sync (full or partial) at now, and
+// whether it deleted stale chains.
+func (p *iptablesProxier) succeeded(full bool, now time.Duration, cleaned bool) {
 	p.synced = true
 	if full {
 		p.lastFull = now
 	}
+	if cleaned {
+		p.cleaned, p.lastCleanup = true, now
+	}
+}
+
+// natChainNames is the chains of n's nat table, as iptables-save lists
+// them.
+func natChainNames(n *Node) []string {
+	t := n.Netfilter.Table("nat")
+	return append(slices.Clone(t.Shared().ChainNames()), t.OwnChainNames()...)
+}
+
+// staleShared returns the stale chains of a node whose nat table is on
+// prev when the sync deletes them (clean), nil otherwise, and false when
+// the node's own chains hold stale ones (it then restores its own text).
+// The chains of prev are looked up once per ruleset and rules.
+func staleShared(rules *kubeproxy.Rules, memo map[*netfilter.Shared][]string, prev *netfilter.Shared, n *Node, clean func(bool) bool) ([]string, bool) {
+	if !clean(rules.LargeCluster) {
+		return nil, true
+	}
+	if len(rules.StaleChains(n.Netfilter.Table("nat").OwnChainNames())) > 0 {
+		return nil, false
+	}
+	stale, ok := memo[prev]
+	if !ok {
+		stale = rules.StaleChains(prev.ChainNames())
+		memo[prev] = stale
+	}
+	return stale, true
+}
+
+// afterKey is a previous ruleset and the stale chains a sync onto it
+// deletes.
+type afterKey struct {
+	prev  *netfilter.Shared
+	stale string
 }
 
 // shareProxyRules turns the compiled rulesets shared between nodes on (a
@@ -193,7 +253,8 @@ type proxyShare struct {
 	rules       *kubeproxy.Rules
 	input       [2]string // filter, nat
 	fresh       [2]*netfilter.Shared
-	after       [2]map[*netfilter.Shared]*netfilter.Shared
+	after       [2]map[afterKey]*netfilter.Shared
+	stale       map[*netfilter.Shared][]string
 	unshareable bool
 	// generated: the full sync's rules are (rules, input, fresh, after).
 	generated bool
@@ -208,7 +269,7 @@ var proxyTables = [2]string{"filter", "nat"}
 // rulesets of older generations are not asked for again: they are let go.
 func (c *Cluster) proxyShareFor(gen uint64) *proxyShare {
 	if c.proxyShare == nil || c.proxyShare.gen != gen {
-		c.proxyShare = &proxyShare{gen: gen}
+		c.proxyShare = &proxyShare{gen: gen, stale: map[*netfilter.Shared][]string{}}
 	}
 	return c.proxyShare
 }
@@ -217,7 +278,7 @@ func (c *Cluster) proxyShareFor(gen uint64) *proxyShare {
 // generation gen for node n's tables, or nil if they cannot be shared
 // (the node then generates and restores its own, with the errors that
 // gives).
-func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
+func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, n *Node, clean func(bool) bool) (*kubeproxy.Rules, [2]*netfilter.Shared) {
 	sh := c.proxyShareFor(gen)
 	if !sh.generated {
 		sh.generated = true
@@ -233,7 +294,7 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 				if f := c.proxyLastFresh[i]; f != nil && f.Input() == sh.input[i] {
 					// The same text as the last full sync's (an event that
 					// changed no rule): the same ruleset.
-					sh.fresh[i], sh.after[i] = f, map[*netfilter.Shared]*netfilter.Shared{}
+					sh.fresh[i], sh.after[i] = f, map[afterKey]*netfilter.Shared{}
 					continue
 				}
 				s, err := netfilter.CompileSharedLike(t, nil, c.proxyLastShared[i], sh.input[i])
@@ -241,7 +302,7 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 					sh.unshareable = true
 					break
 				}
-				sh.fresh[i], sh.after[i] = s, map[*netfilter.Shared]*netfilter.Shared{}
+				sh.fresh[i], sh.after[i] = s, map[afterKey]*netfilter.Shared{}
 				c.proxyLastShared[i], c.proxyLastFresh[i] = s, s
 			}
 		}
@@ -252,21 +313,33 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 	}
 	for i, t := range proxyTables {
 		prev := n.Netfilter.Table(t).Shared()
-		if sh.fresh[i].Covers(prev) {
+		var stale []string
+		if t == "nat" {
+			var ok bool
+			if stale, ok = staleShared(sh.rules, sh.stale, prev, n, clean); !ok {
+				return nil, out
+			}
+		}
+		if len(stale) == 0 && sh.fresh[i].Covers(prev) {
 			out[i] = sh.fresh[i]
 			continue
 		}
-		s, ok := sh.after[i][prev]
+		key := afterKey{prev, strings.Join(stale, " ")}
+		s, ok := sh.after[i][key]
 		if !ok {
-			if prev.Input() == sh.input[i] {
+			input := sh.input[i]
+			if len(stale) > 0 {
+				input = sh.rules.RestoreInputTableDeleting(t, stale)
+			}
+			if prev.Input() == input {
 				s = prev // the same rules again (kube-proxy's periodic full sync)
 			} else {
 				var err error
-				if s, err = netfilter.CompileSharedLike(t, prev, sh.fresh[i], sh.input[i]); err != nil {
+				if s, err = netfilter.CompileSharedLike(t, prev, sh.fresh[i], input); err != nil {
 					s = nil
 				}
 			}
-			sh.after[i][prev] = s
+			sh.after[i][key] = s
 		}
 		if s == nil {
 			return nil, out
@@ -282,7 +355,8 @@ func (c *Cluster) sharedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot
 type partialShare struct {
 	input       [2]string
 	rules       *kubeproxy.Rules
-	after       [2]map[*netfilter.Shared]*netfilter.Shared
+	after       [2]map[afterKey]*netfilter.Shared
+	stale       map[*netfilter.Shared][]string
 	unshareable bool
 }
 
@@ -291,7 +365,7 @@ type partialShare struct {
 // Compiled onto the node's previous ruleset, it reuses every chain of it
 // the input leaves alone or writes the same, so that one endpoint change
 // costs what its chains and the top-level chains cost.
-func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen, lastGen uint64, changed map[string]bool, n *Node) (*kubeproxy.Rules, [2]*netfilter.Shared) {
+func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen, lastGen uint64, changed map[string]bool, n *Node, clean func(bool) bool) (*kubeproxy.Rules, [2]*netfilter.Shared) {
 	var out [2]*netfilter.Shared
 	sh := c.proxyShareFor(gen)
 	// Nodes that synced last at different generations write the same
@@ -300,7 +374,7 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 	key := c.changedKey(changed)
 	ps := sh.partial[key]
 	if ps == nil {
-		ps = &partialShare{}
+		ps = &partialShare{stale: map[*netfilter.Shared][]string{}}
 		if sh.partial == nil {
 			sh.partial = map[string]*partialShare{}
 		}
@@ -312,7 +386,7 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 			ps.rules = rules
 			for i, t := range proxyTables {
 				ps.input[i] = rules.RestoreInputTable(t)
-				ps.after[i] = map[*netfilter.Shared]*netfilter.Shared{}
+				ps.after[i] = map[afterKey]*netfilter.Shared{}
 			}
 		}
 	}
@@ -324,13 +398,25 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 		if prev == nil {
 			return nil, out // the node's own chains: it restores the text
 		}
-		s, ok := ps.after[i][prev]
+		var stale []string
+		if t == "nat" {
+			var ok bool
+			if stale, ok = staleShared(ps.rules, ps.stale, prev, n, clean); !ok {
+				return nil, out
+			}
+		}
+		key := afterKey{prev, strings.Join(stale, " ")}
+		s, ok := ps.after[i][key]
 		if !ok {
+			input := ps.input[i]
+			if len(stale) > 0 {
+				input = ps.rules.RestoreInputTableDeleting(t, stale)
+			}
 			var err error
-			if s, err = netfilter.CompileSharedLike(t, prev, prev, ps.input[i]); err != nil {
+			if s, err = netfilter.CompileSharedLike(t, prev, prev, input); err != nil {
 				s = nil
 			}
-			ps.after[i][prev] = s
+			ps.after[i][key] = s
 			if s != nil {
 				c.proxyLastShared[i] = s
 			}
@@ -520,11 +606,11 @@ func loadSharedProxyRules(n *Node, rules *kubeproxy.Rules, sets [2]*netfilter.Sh
 // sync: create the jump-target chains (iptables -N), ensure the jump rules
 // at the top of the built-in chains (iptables -C, else -I), then load its
 // chains with `iptables-restore --noflush --counters`.
-func loadProxyRules(n *Node, rules *kubeproxy.Rules) error {
+func loadProxyRules(n *Node, rules *kubeproxy.Rules, stale []string) error {
 	if err := ensureProxyJumps(n, rules); err != nil {
 		return err
 	}
-	return n.Netfilter.Restore(rules.RestoreInput(), netfilter.RestoreOptions{Noflush: true, Counters: true})
+	return n.Netfilter.Restore(rules.RestoreInputDeleting(stale), netfilter.RestoreOptions{Noflush: true, Counters: true})
 }
 
 // ensureProxyJumps creates the chains kube-proxy's jump rules target and

@@ -555,6 +555,15 @@ func (nf *Netfilter) attach(sets []*Shared) error {
 			}
 			return c
 		}
+		// A jump of the namespace's own to a chain s deletes: restore's
+		// error, from the text.
+		for _, c := range p.own {
+			for _, r := range c.rules {
+				if tc := r.target.chain; tc != nil && resolve(tc) == nil {
+					return errDetach
+				}
+			}
+		}
 		// translate_table on the result: the hooks reaching each chain of
 		// the namespace's own, and the shared chains they jump to.
 		masks := map[*Chain]uint8{}
@@ -1003,4 +1012,27 @@ func refsOf(s *Shared) map[string]int32 {
 		}
 	}
 	return refs
+}
+
+// ChainNames returns the names of the ruleset's chains, sorted (the
+// caller must not change the slice); none for a nil s.
+func (s *Shared) ChainNames() []string {
+	if s == nil {
+		return nil
+	}
+	return s.names
+}
+
+// OwnChainNames returns the names of t's user chains that are its own,
+// not its shared ruleset's, sorted: with Shared().ChainNames(), the
+// chains iptables-save lists.
+func (t *Table) OwnChainNames() []string {
+	var out []string
+	for name, c := range t.chains {
+		if !c.Builtin {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
