@@ -195,3 +195,22 @@ func TestHTTPGetServiceName(t *testing.T) {
 	var de *net.DNSError
 	require.True(t, errors.As(err, &de) && de.IsNotFound)
 }
+
+// TestCloseStopsDeadlines: closing a socket disarms its deadlines, so a
+// Settle after a wget runs the connection's TIME-WAIT (60 s) and not
+// wget's 900 s read timeout, and one after a lookup not its 5 s timeout.
+func TestCloseStopsDeadlines(t *testing.T) {
+	w, _ := dnsWeb(t)
+	_, errOut, code := netstack.Wget(w.World, w.Client.Netns, "http://web/")
+	require.Equal(t, 0, code, errOut)
+	start := w.World.Now()
+	require.NoError(t, w.Settle())
+	require.Less(t, w.World.Now()-start, netstack.WgetTimeout)
+	require.GreaterOrEqual(t, w.World.Now()-start, 60*time.Second, "TIME-WAIT")
+
+	_, err := w.client.LookupHost("web")
+	require.NoError(t, err)
+	start = w.World.Now()
+	require.NoError(t, w.Settle())
+	require.Less(t, w.World.Now()-start, 5*time.Second)
+}

@@ -78,3 +78,15 @@ func (c *sock) SetWriteDeadline(t time.Time) error {
 	c.wd.set(c.s.d, t)
 	return nil
 }
+
+// stopDeadlines disarms the deadlines of a socket being closed: a pending
+// one is a foreground timer that would keep the world from idling (a
+// Settle after a wget would run wget's 900 s read timeout). Called with
+// the world lock held.
+func (c *sock) stopDeadlines() {
+	for _, dl := range []*deadline{&c.rd, &c.wd} {
+		if dl.t != nil {
+			dl.t.Stop()
+		}
+	}
+}

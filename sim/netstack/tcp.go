@@ -111,6 +111,7 @@ func (c *TCPConn) Close() error {
 		return c.opErr("close", net.ErrClosed)
 	}
 	close(c.closed)
+	c.stopDeadlines()
 	c.ep.Close()
 	return nil
 }

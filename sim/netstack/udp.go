@@ -114,6 +114,7 @@ func (c *UDPConn) Close() error {
 		return c.opErr("close", nil, net.ErrClosed)
 	}
 	close(c.closed)
+	c.stopDeadlines()
 	c.ep.Close()
 	return nil
 }
