@@ -584,7 +584,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 // their ports.
 func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 	c.nextCID++
-	p := &Pod{Spec: spec, Node: n, ContainerID: fmt.Sprintf("%064x", uint64(c.nextCID)*0x9e3779b97f4a7c15), Object: obj}
+	p := &Pod{Spec: spec, Node: n, ContainerID: containerID(uint64(c.nextCID) * 0x9e3779b97f4a7c15), Object: obj}
 	if spec.HostNetwork {
 		p.Netns = n.Host
 		p.IP = n.InternalIP
@@ -630,6 +630,20 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 	c.podByName[p.Name()] = p
 	n.pods = append(n.pods, p)
 	return p, nil
+}
+
+// containerID is v as 64 hex digits, zero-padded (a 256-bit container
+// ID whose high bits are zero), as "%064x" prints it.
+func containerID(v uint64) string {
+	var b [64]byte
+	for i := range b {
+		b[i] = '0'
+	}
+	for i := len(b) - 1; v > 0; i-- {
+		b[i] = "0123456789abcdef"[v&0xf]
+		v >>= 4
+	}
+	return string(b[:])
 }
 
 // killPod stops the pod's containers and runs the CNI DEL.

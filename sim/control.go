@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -447,6 +448,15 @@ func (c *Cluster) podWaiting(pod *corev1.Pod, reason, msg string) {
 	_ = c.API.WriteStatus(up)
 }
 
+// hex2 is i in hex, at least two digits ("%02x").
+func hex2(i int) string {
+	h := strconv.FormatInt(int64(i), 16)
+	if len(h) < 2 {
+		h = "0" + h
+	}
+	return h
+}
+
 func containerNames(p *corev1.Pod) string {
 	var n []string
 	for _, ct := range p.Spec.Containers {
@@ -476,7 +486,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	for i, ct := range pod.Spec.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Image: ct.Image, Ready: true, Started: &started,
 			ImageID:     ct.Image + "@sha256:" + strings.Repeat("0", 64),
-			ContainerID: fmt.Sprintf("containerd://%s", p.ContainerID[:62]+fmt.Sprintf("%02x", i)),
+			ContainerID: "containerd://" + p.ContainerID[:62] + hex2(i),
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
 	}
 	st.Conditions = slices.Grow(st.Conditions, 5) // the five conditions below, in one allocation
@@ -485,7 +495,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	}
 	_ = c.API.WriteStatus(up)
 	for _, ct := range pod.Spec.Containers {
-		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", ct.Image))
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Pulled", "Container image "+strconv.Quote(ct.Image)+" already present on machine")
 		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Created", "Created container: "+ct.Name)
 		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Started", "Started container "+ct.Name)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -75,4 +76,14 @@ func TestNodeByName(t *testing.T) {
 		require.Same(t, n, c.Node(n.Name))
 	}
 	require.Nil(t, c.Node("nope"))
+}
+
+// The hand-formatted IDs are the Sprintf ones.
+func TestContainerIDFormat(t *testing.T) {
+	for _, v := range []uint64{0, 1, 0x9e3779b97f4a7c15, 1<<64 - 1, 0xabc} {
+		require.Equal(t, fmt.Sprintf("%064x", v), containerID(v))
+	}
+	for _, i := range []int{0, 1, 15, 16, 255, 256, 4096} {
+		require.Equal(t, fmt.Sprintf("%02x", i), hex2(i))
+	}
 }

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -66,5 +67,17 @@ func TestPlainMetaIsValid(t *testing.T) {
 		{GenerateName: "web-", Namespace: "default"},
 	} {
 		require.False(t, plainMeta(pod, &corev1.Pod{ObjectMeta: m}), "%+v goes through the full validation", m)
+	}
+}
+
+// uidFor formats as the Sprintf it replaces.
+func TestUIDFor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []uint64{0, 1, 2, 0xfff, 0x1000, 1<<32 - 1, 1 << 32, 1<<48 - 1, 1 << 48, 1<<64 - 1} {
+		require.Equal(t, fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(n*0x9e3779b1), uint16(n>>32), n%0xfff, (n*7)%0xfff, n), string(uidFor(n)))
+	}
+	for range 10000 {
+		n := rng.Uint64() >> rng.IntN(64)
+		require.Equal(t, fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(n*0x9e3779b1), uint16(n>>32), n%0xfff, (n*7)%0xfff, n), string(uidFor(n)))
 	}
 }
