@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ func main() {
 	packets := flag.Int("packets", 20000, "established packets timed")
 	child := flag.Bool("child", false, "run one size in this process (internal)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the child to this file (one size only)")
+	memlimit := flag.String("memlimit", "", "the Go runtime's soft memory limit in the child (GOMEMLIMIT syntax: 3584MiB; empty: none)")
 	memprofile := flag.String("memprofile", "", "write a heap profile of the child, taken when the build is done, to this file (one size only)")
 	flag.Parse()
 	if *child {
@@ -54,6 +56,12 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 		n, err := strconv.Atoi(*nodes)
+		if err == nil && *memlimit != "" {
+			var limit int64
+			if limit, err = parseBytes(*memlimit); err == nil {
+				debug.SetMemoryLimit(limit)
+			}
+		}
 		if err == nil {
 			memProfile = *memprofile
 			err = run(n, *pods, *services, *endpoints, *packets)
@@ -70,11 +78,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%d pods/node, %d Services x %d endpoints, GOMAXPROCS %d\n", *pods, *services, *endpoints, runtime.GOMAXPROCS(0))
+	fmt.Printf("%d pods/node, %d Services x %d endpoints, GOMAXPROCS %d", *pods, *services, *endpoints, runtime.GOMAXPROCS(0))
+	if *memlimit != "" {
+		fmt.Printf(", memory limit %s", *memlimit)
+	}
+	fmt.Println()
 	fmt.Println("| nodes | pods | build | nodes / pods / services phase | peak RSS | established walk | one endpoint change, settled on every node | full re-sync, no change |")
 	fmt.Println("|---:|---:|---:|---|---:|---:|---:|---:|")
 	for _, s := range strings.Split(*nodes, ",") {
-		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-memprofile", *memprofile, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
+		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-memprofile", *memprofile, "-memlimit", *memlimit, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
 			"-endpoints", strconv.Itoa(*endpoints), "-packets", strconv.Itoa(*packets))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -136,11 +148,7 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 	cpuSvcs := cpuTime()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	// The process CPU time of each phase (both cores, GC included), on
-	// stderr: on a shared machine it says more than the wall clock.
-	fmt.Fprintf(os.Stderr, "%d nodes: build CPU %.1f s (%.1f / %.1f / %.1f), %d GCs, GC %.0f%% of CPU\n", nodes,
-		(cpuSvcs - cpu0).Seconds(), (cpuNodes - cpu0).Seconds(), (cpuPods - cpuNodes).Seconds(), (cpuSvcs - cpuPods).Seconds(),
-		ms.NumGC, 100*ms.GCCPUFraction)
+	buildRSS := peakRSS()
 	if memProfile != "" {
 		runtime.GC()
 		f, err := os.Create(memProfile)
@@ -163,6 +171,13 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 		}
 	}
 	runtime.GC() // time the walk, not the collection of the build's garbage
+	var live runtime.MemStats
+	runtime.ReadMemStats(&live)
+	// The process CPU time of each phase (both cores, GC included), on
+	// stderr: on a shared machine it says more than the wall clock.
+	fmt.Fprintf(os.Stderr, "%d nodes: build CPU %.1f s (%.1f / %.1f / %.1f), %d GCs, GC %.0f%% of CPU; peak RSS %s at the end of the build, live heap %.2f GiB\n", nodes,
+		(cpuSvcs - cpu0).Seconds(), (cpuNodes - cpu0).Seconds(), (cpuPods - cpuNodes).Seconds(), (cpuSvcs - cpuPods).Seconds(),
+		ms.NumGC, 100*ms.GCCPUFraction, buildRSS, float64(live.HeapAlloc)/(1<<30))
 	walk, err := established(c, svcs[0], packets)
 	if err != nil {
 		return err
@@ -235,6 +250,26 @@ func established(c *sim.Cluster, svc *sim.Service, packets int) (float64, error)
 		return 0, err
 	}
 	return float64(time.Since(t0).Nanoseconds()) / float64(packets), nil
+}
+
+// parseBytes reads a size as GOMEMLIMIT does: a number with an optional
+// B, KiB, MiB, GiB or TiB suffix.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("memory limit %q: want a size such as 3584MiB or 3.5GiB", s)
+	}
+	return int64(n * float64(mult)), nil
 }
 
 // cpuTime is the process's user and system CPU time so far.

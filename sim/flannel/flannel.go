@@ -85,6 +85,8 @@ type Network struct {
 	subnets map[netip.Prefix]int
 	byName  map[string]*Node
 	perPair []*Node
+	// started holds the names of the nodes started, for Start's check.
+	started map[string]bool
 }
 
 // NewNetwork returns an empty flannel network.
@@ -214,10 +216,8 @@ func (n *Network) Start(name string, host *datapath.Netns, subnet netip.Prefix, 
 	if !n.Config.Network.Contains(subnet.Addr()) || subnet.Bits() < n.Config.Network.Bits() {
 		return nil, &Error{Node: name, Msg: fmt.Sprintf("subnet %s is not inside the flannel network %s", subnet, n.Config.Network)}
 	}
-	for _, o := range n.nodes {
-		if o.Name == name {
-			return nil, &Error{Node: name, Msg: "already joined"}
-		}
+	if n.started[name] {
+		return nil, &Error{Node: name, Msg: "already joined"}
 	}
 	vtep, err := host.AddVXLAN(n.Config.Device, datapath.VXLANConfig{VNI: n.Config.VNI, Port: n.Config.Port, Local: publicIP, Dev: iface})
 	if err != nil {
@@ -229,6 +229,10 @@ func (n *Network) Start(name string, host *datapath.Netns, subnet netip.Prefix, 
 	}
 	me := &Node{Name: name, Host: host, Subnet: subnet, PublicIP: publicIP, Iface: iface, VTEP: vtep, idx: len(n.nodes)}
 	n.nodes = append(n.nodes, me)
+	if n.started == nil {
+		n.started = map[string]bool{}
+	}
+	n.started[name] = true
 	if n.mesh == nil && !n.meshOff {
 		n.mesh = datapath.NewMesh(vtep)
 		n.mesh.OnDetach = n.detached
