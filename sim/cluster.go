@@ -124,7 +124,12 @@ type Cluster struct {
 	// proxyLastFresh the last full sync's.
 	proxyLog     []proxyChange
 	proxyLogFrom uint64
-	proxyChanged map[[2]uint64]map[string]bool
+	// proxyLogCompactAt is the length at which the log is next compacted:
+	// twice what the last compaction kept, so that a burst of events no
+	// node has synced yet (10,000 Services) does not rescan every node
+	// and the whole log on every event.
+	proxyLogCompactAt int
+	proxyChanged      map[[2]uint64]map[string]bool
 	// lastChanged is the last map of changed Services a partial sync was
 	// keyed by (changedKey), its length then, and its key.
 	lastChanged     map[string]bool

@@ -566,7 +566,7 @@ func (c *Cluster) proxyChangedServices(last kubeproxy.Snapshot, lastGen uint64, 
 // no node's last sync predates are dropped once the log grows.
 func (c *Cluster) logProxyChange(key string) {
 	c.proxyLog = append(c.proxyLog, proxyChange{gen: c.snapGen + 1, key: key})
-	if len(c.proxyLog) < 4096 {
+	if len(c.proxyLog) < max(4096, c.proxyLogCompactAt) {
 		return
 	}
 	low := c.snapGen + 1
@@ -577,6 +577,7 @@ func (c *Cluster) logProxyChange(key string) {
 	}
 	c.proxyLog = slices.DeleteFunc(c.proxyLog, func(e proxyChange) bool { return e.gen < low })
 	c.proxyLogFrom = max(c.proxyLogFrom, low)
+	c.proxyLogCompactAt = 2 * len(c.proxyLog)
 }
 
 // proxyChange is one entry of the informers' event log.
