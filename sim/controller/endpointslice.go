@@ -128,7 +128,7 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 		}
 		var g *portSet
 		for _, x := range groups {
-			if apiequality.Semantic.DeepEqual(x.ports, ports) {
+			if portsEqual(x.ports, ports) {
 				g = x
 			}
 		}
@@ -180,6 +180,26 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 		}
 	}
 	return Result{}, nil
+}
+
+// portsEqual is apiequality.Semantic.DeepEqual for two port lists
+// (pointers compared by what they point to), without reflection: it runs
+// for every pod of every Service.
+func portsEqual(a, b []discoveryv1.EndpointPort) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if !ptrEqual(x.Name, y.Name) || !ptrEqual(x.Protocol, y.Protocol) || !ptrEqual(x.Port, y.Port) || !ptrEqual(x.AppProtocol, y.AppProtocol) {
+			return false
+		}
+	}
+	return true
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 func ownerRef(o apiserver.Object, apiVersion, kind string) metav1.OwnerReference {
