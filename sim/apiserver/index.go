@@ -179,6 +179,9 @@ func (s *Server) PeekByIndexFunc(kind, index, value string, keep func(Object) bo
 	out := make([]Object, len(keys))
 	for i, k := range keys {
 		out[i] = m[k]
+		if s.copyAll {
+			out[i] = out[i].DeepCopyObject().(Object)
+		}
 	}
 	return out
 }

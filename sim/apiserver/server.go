@@ -61,7 +61,16 @@ type Server struct {
 	events   map[eventDedup]string                                // event dedup key → event key
 
 	tx *txn // open transaction, if any
+	// copyAll: DisableSharing was called.
+	copyAll bool
 }
+
+// DisableSharing makes the server copy wherever it would share its stored
+// objects or keep a caller's: Peek and PeekByIndexFunc return copies,
+// read-only watchers get the copy the others get, Submit and WriteStatus
+// copy what they are handed. It is the reference the sharing is compared
+// with (what every caller saw before it was introduced).
+func (s *Server) DisableSharing() { s.copyAll = true }
 
 type txn struct {
 	undo    []undo
@@ -167,12 +176,12 @@ func (s *Server) deliver(kind string, ev watch.Event) {
 	ws := s.watches[kind]
 	var cp runtime.Object
 	for _, w := range ws {
-		if !w.readOnly && cp == nil {
+		if (!w.readOnly || s.copyAll) && cp == nil {
 			cp = ev.Object.DeepCopyObject()
 		}
 	}
 	for _, w := range ws {
-		if w.readOnly {
+		if w.readOnly && !s.copyAll {
 			w.fn(ev)
 		} else {
 			w.fn(watch.Event{Type: ev.Type, Object: cp})
@@ -193,6 +202,9 @@ func (s *Server) Peek(kind, namespace, name string) (Object, bool) {
 		namespace = ""
 	}
 	o, ok := s.objs[kind][key(namespace, name)]
+	if ok && s.copyAll {
+		o = o.DeepCopyObject().(Object)
+	}
 	return o, ok
 }
 
@@ -263,6 +275,9 @@ func (s *Server) Create(obj Object) (Object, error) {
 // purpose): the server may keep obj itself, so the caller must not use it
 // afterwards.
 func (s *Server) Submit(obj Object) error {
+	if s.copyAll {
+		obj = obj.DeepCopyObject().(Object)
+	}
 	_, err := s.create(obj, false)
 	return err
 }
@@ -414,6 +429,9 @@ func (s *Server) UpdateStatus(obj Object) (Object, error) { return s.update(obj,
 // not need the stored copy back (a kubelet's status update): the server
 // may keep obj itself, so the caller must not use it afterwards.
 func (s *Server) WriteStatus(obj Object) error {
+	if s.copyAll {
+		obj = obj.DeepCopyObject().(Object)
+	}
 	_, err := s.write(obj, true, false)
 	return err
 }
