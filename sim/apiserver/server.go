@@ -522,7 +522,9 @@ func fieldEqual(a, b Object, name string) bool {
 	if !af.IsValid() || !bf.IsValid() {
 		return true
 	}
-	return apiequality.Semantic.DeepEqual(af.Interface(), bf.Interface())
+	// Pointers to the fields: compared as deeply, without copying them
+	// into interfaces.
+	return apiequality.Semantic.DeepEqual(af.Addr().Interface(), bf.Addr().Interface())
 }
 
 // Delete removes the object and delivers its last state to watchers.
