@@ -25,6 +25,9 @@ type bridge struct {
 	ports      []*Device
 	fdb        map[uint64]*fdbEntry
 	AgeingTime time.Duration
+	// gen changes with every change of fdb's keys or entries' ports (the
+	// fast path's check).
+	gen uint64
 }
 
 // FDBEntry is one forwarding database entry as `bridge fdb show` lists it.
@@ -48,6 +51,7 @@ func (d *Device) BridgePorts() []*Device {
 func (d *Device) SetAgeingTime(t time.Duration) {
 	if d.br != nil {
 		d.br.AgeingTime = t
+		d.br.gen++
 	}
 }
 
@@ -84,9 +88,20 @@ func (b *bridge) lookup(now time.Duration, dst MAC) (*fdbEntry, bool) {
 	}
 	if !e.local && !e.static && now-e.updated > b.AgeingTime {
 		delete(b.fdb, dst.key())
+		b.gen++
 		return nil, false
 	}
 	return e, true
+}
+
+// fdbAlive records, for the fast path, that the walk found fe in the FDB.
+func (b *bridge) fdbAlive(w *Walk, fe *fdbEntry) {
+	if r := w.recording(); r != nil {
+		o := r.op(fcBridge)
+		o.br, o.x, o.y = b, b.gen, uint64(b.AgeingTime)
+		o = r.op(fcFDBAlive)
+		o.br, o.fe = b, fe
+	}
 }
 
 func (b *bridge) learn(w *Walk, port *Device, p *Packet, src MAC) {
@@ -96,12 +111,19 @@ func (b *bridge) learn(w *Walk, port *Device, p *Packet, src MAC) {
 	now := w.e.now
 	e, ok := b.fdb[src.key()]
 	if ok && (e.local || e.static) {
+		b.fdbAlive(w, e)
 		return
 	}
 	if ok && e.port == port {
 		e.updated = now
+		if r := w.recording(); r != nil {
+			b.fdbAlive(w, e)
+			r.op(feFDBTouch).fe = e
+		}
 		return
 	}
+	w.noFast()
+	b.gen++
 	if !ok {
 		e = &fdbEntry{}
 		b.fdb[src.key()] = e
@@ -121,8 +143,16 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 		return
 	}
 	src := p.SrcMAC()
-	b.learn(w, port, p, src)
 	ns := b.dev.ns
+	if r := w.recording(); r != nil {
+		r.netns(ns)
+		r.device(b.dev)
+		r.device(port)
+	}
+	if src.IsMulticast() || src.IsZero() {
+		w.noFast()
+	}
+	b.learn(w, port, p, src)
 	// br_netfilter: every bridged IPv4 frame traverses PREROUTING here,
 	// before the forwarding decision, whether it is for the host or not
 	// (br_nf_pre_routing); ip_rcv then skips PREROUTING for it.
@@ -137,6 +167,9 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 		return
 	}
 	fe, ok := b.lookup(w.e.now, dst)
+	if ok {
+		b.fdbAlive(w, fe)
+	}
 	if ok && fe.local {
 		b.up(w, p)
 		return
@@ -173,6 +206,10 @@ func (b *bridge) up(w *Walk, p *Packet) {
 	p.InDev = b.dev
 	b.dev.Stats.RxPackets++
 	b.dev.Stats.RxBytes += uint64(p.Len())
+	if r := w.recording(); r != nil {
+		r.device(b.dev)
+		r.add(&b.dev.Stats.RxPackets, 1, &b.dev.Stats.RxBytes, uint64(p.Len()))
+	}
 	if p.Trace != nil {
 		b.dev.observe(w, p, "rx", trace.Received, ethDetail(p))
 	}
@@ -183,6 +220,7 @@ func (b *bridge) up(w *Walk, p *Packet) {
 // toHost), in enslavement order.
 func (b *bridge) flood(w *Walk, in *Device, p *Packet, toHost bool) {
 	ns := b.dev.ns
+	w.noFast()
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",
 			Action: trace.Flooded, Summary: p.Summary()})
@@ -219,6 +257,7 @@ func (b *bridge) localXmit(w *Walk, p *Packet) {
 		// A frame br_netfilter DNATed to a neighbour on this bridge
 		// (br_nf_pre_routing_finish_bridge): bridged on with FORWARD and
 		// POSTROUTING, as if it had never left the bridge.
+		w.noFast()
 		p.bridgedDNAT = false
 		if fe, ok := b.lookup(w.e.now, dst); ok && !fe.local {
 			if fe.port == p.InDev && !fe.port.Hairpin {
@@ -238,6 +277,7 @@ func (b *bridge) localXmit(w *Walk, p *Packet) {
 	p.InDev = nil
 	if !dst.IsMulticast() {
 		if fe, ok := b.lookup(w.e.now, dst); ok && !fe.local {
+			b.fdbAlive(w, fe)
 			if p.Trace != nil {
 				ns := b.dev.ns
 				w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: b.dev.Name, Stage: "bridge",

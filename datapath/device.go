@@ -82,7 +82,12 @@ func (d *Device) Netns() *Netns { return d.ns }
 func (d *Device) Up() bool { return d.up }
 
 // SetUp sets the device up or down (`ip link set dev X up|down`).
-func (d *Device) SetUp(up bool) { d.up = up }
+func (d *Device) SetUp(up bool) {
+	d.up = up
+	if d.ns != nil {
+		d.ns.e.cfgGen++
+	}
+}
 
 // Master returns the bridge the device is a port of, or nil.
 func (d *Device) Master() *Device { return d.master }
@@ -100,17 +105,29 @@ func (d *Device) VXLAN() *VXLAN { return d.vx }
 // before anything else does (like a tc ingress filter). Lower priority runs
 // first.
 func (d *Device) AddRxStage(name string, priority int, s Stage) {
+	d.bump()
 	d.rx.add(HookEntry{Name: name, Priority: priority, Stage: s})
 }
 
 // AddTxStage inserts a stage that sees every frame the device transmits,
 // last before the wire (like a tc egress qdisc or filter).
 func (d *Device) AddTxStage(name string, priority int, s Stage) {
+	d.bump()
 	d.tx.add(HookEntry{Name: name, Priority: priority, Stage: s})
 }
 
 // RemoveStage removes a stage added with AddRxStage or AddTxStage by name.
-func (d *Device) RemoveStage(name string) bool { return d.rx.remove(name) || d.tx.remove(name) }
+func (d *Device) RemoveStage(name string) bool {
+	d.bump()
+	return d.rx.remove(name) || d.tx.remove(name)
+}
+
+// bump invalidates what the namespace fast path recorded.
+func (d *Device) bump() {
+	if d.ns != nil {
+		d.ns.e.cfgGen++
+	}
+}
 
 func (d *Device) observe(w *Walk, p *Packet, stage string, a trace.Action, detail string) {
 	o := trace.Observation{Node: d.ns.Node, Netns: d.ns.Name, Device: d.Name, Stage: stage, Action: a,
@@ -153,13 +170,23 @@ func (d *Device) receive(w *Walk, p *Packet) {
 		d.drop(w, p, "rx", ReasonMalformed, (&FrameError{Layer: "ethernet", Reason: "shorter than 14 bytes"}).Error())
 		return
 	}
+	if p.Trace == nil && !w.e.fastOff {
+		if d.ns.fastReplay(w, d, p) {
+			return
+		}
+		d.ns.fastStart(w, d, p)
+	}
 	p.InDev = d
 	d.Stats.RxPackets++
 	d.Stats.RxBytes += uint64(p.Len())
+	if r := w.recording(); r != nil {
+		r.add(&d.Stats.RxPackets, 1, &d.Stats.RxBytes, uint64(p.Len()))
+	}
 	if p.Trace != nil {
 		d.observe(w, p, "rx", trace.Received, ethDetail(p))
 	}
 	if len(d.rx) > 0 {
+		w.noFast()
 		w.dev = d
 		v := d.rx.run(w, p)
 		w.dev = nil
@@ -185,7 +212,12 @@ func (d *Device) transmit(w *Walk, p *Packet) {
 		d.drop(w, p, "tx", ReasonDeviceDown, "")
 		return
 	}
+	r := w.recording()
+	if r != nil {
+		r.device(d)
+	}
 	if len(d.tx) > 0 {
+		w.noFast()
 		w.dev = d
 		v := d.tx.run(w, p)
 		w.dev = nil
@@ -200,6 +232,9 @@ func (d *Device) transmit(w *Walk, p *Packet) {
 	}
 	d.Stats.TxPackets++
 	d.Stats.TxBytes += uint64(p.Len())
+	if r != nil {
+		r.add(&d.Stats.TxPackets, 1, &d.Stats.TxBytes, uint64(p.Len()))
+	}
 	if p.Trace != nil {
 		d.observe(w, p, "tx", trace.Transmitted, ethDetail(p))
 	}
@@ -212,8 +247,9 @@ func (d *Device) transmit(w *Walk, p *Packet) {
 		if d.peer.ns != d.ns {
 			p.scrub()
 		}
-		w.e.ScheduleRx(0, d.peer, p)
+		w.fastRx(0, d.peer, p)
 	case KindLoopback:
+		w.noFast()
 		w.e.ScheduleRx(0, d, p)
 	case KindBridge:
 		d.br.localXmit(w, p)
@@ -226,6 +262,7 @@ func (d *Device) transmit(w *Walk, p *Packet) {
 	case KindVXLAN:
 		d.vx.xmit(w, p)
 	default:
+		w.noFast()
 		p.Release()
 	}
 }
@@ -237,6 +274,8 @@ type Segment struct {
 	Latency time.Duration
 	ports   []*Device
 	fdb     map[uint64]*Device
+	// gen changes with every change of fdb or ports (the fast path's check).
+	gen uint64
 }
 
 // NewSegment returns a segment with the given one-way latency.
@@ -257,6 +296,8 @@ func (s *Segment) send(w *Walk, from *Device, p *Packet) {
 	src, dst := p.SrcMAC(), p.DstMAC()
 	if k := src.key(); !src.IsMulticast() && s.fdb[k] != from {
 		s.fdb[k] = from // learned or moved: a lookup is cheaper than a store
+		s.gen++
+		w.noFast()
 	}
 	if !dst.IsMulticast() {
 		if to, ok := s.fdb[dst.key()]; ok {
@@ -264,10 +305,15 @@ func (s *Segment) send(w *Walk, from *Device, p *Packet) {
 				p.Release()
 				return
 			}
-			w.e.ScheduleRx(s.Latency, to, p)
+			if r := w.recording(); r != nil {
+				o := r.op(fcSegment)
+				o.seg, o.x, o.y = s, s.gen, uint64(s.Latency)
+			}
+			w.fastRx(s.Latency, to, p)
 			return
 		}
 	}
+	w.noFast()
 	// Flood in attachment order: deterministic.
 	var last *Device
 	for _, port := range s.ports {
@@ -296,6 +342,10 @@ func (s *Segment) Attach(d *Device) error {
 	}
 	d.seg = s
 	s.ports = append(s.ports, d)
+	s.gen++
+	if d.ns != nil {
+		d.ns.e.cfgGen++
+	}
 	return nil
 }
 

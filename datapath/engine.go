@@ -74,6 +74,15 @@ type Engine struct {
 	MaxEvents int
 
 	values []engineValue
+
+	// rec is the fast path's recording in progress (fastpath.go), recBuf
+	// its storage; cfgGen changes with every configuration change the
+	// fast path's recordings do not check one by one; fastOff turns the
+	// fast path off.
+	rec     *fastRec
+	recBuf  fastRec
+	cfgGen  uint64
+	fastOff bool
 }
 
 type engineValue struct{ key, v any }
@@ -104,6 +113,7 @@ func (e *Engine) SetValue(key, v any) {
 func NewEngine(seed uint64) *Engine {
 	e := &Engine{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	e.walk.e = e
+	e.Pool.eng = e
 	return e
 }
 
@@ -131,6 +141,9 @@ func (e *Engine) Rand() *rand.Rand { return e.rng }
 func (e *Engine) Walk() *Walk { return &e.walk }
 
 func (e *Engine) push(ev event) {
+	if e.rec != nil {
+		e.rec.fail = true // an event the recording cannot repeat
+	}
 	e.seq++
 	ev.seq = e.seq
 	if !ev.bg {
@@ -325,6 +338,7 @@ func (e *Engine) run() {
 	case evTimer:
 		ev.timer.Fire(w)
 	}
+	e.rec = nil
 }
 
 // ErrEventLimit is returned by Run when MaxEvents were processed and events

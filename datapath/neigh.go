@@ -220,19 +220,30 @@ func (ns *Netns) DeleteNeigh(dev string, ip netip.Addr) bool {
 // neighOutput fills in the Ethernet header for nextHop on dev and transmits,
 // resolving with ARP first if needed (neigh_output / neigh_resolve_output).
 func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
+	r := w.recording()
 	if dev.Kind == KindLoopback {
+		w.noFast()
 		p.SetMACs(MAC{}, MAC{})
 		dev.transmit(w, p)
 		return
 	}
+	if r != nil {
+		r.netns(ns)
+	}
 	if _, bcast := ns.addrClass(nextHop); nextHop == [4]byte{255, 255, 255, 255} || bcast {
 		p.SetMACs(dev.MAC, BroadcastMAC)
+		if r != nil {
+			r.macs(p)
+		}
 		dev.transmit(w, p)
 		return
 	}
 	now := ns.e.now
 	if now >= ns.arp.nextPeriodic {
 		ns.arp.catchUp(now)
+	}
+	if r != nil {
+		r.op(fcARP).arp = ns.arp
 	}
 	k := mkNeighKey(dev.Index, nextHop)
 	e := dev.lastNeigh
@@ -242,6 +253,11 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 			// its own for it).
 			if mac, ok := v.meshNeigh(nextHop); ok {
 				p.setNeighMACs(dev.MAC, mac)
+				if r != nil {
+					o := r.op(fcMesh)
+					o.vx, o.mesh, o.x = v, v.mesh, v.mesh.gen
+					r.macs(p)
+				}
 				dev.transmit(w, p)
 				return
 			}
@@ -257,10 +273,15 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 		}
 		if e.usable() {
 			p.setNeighMACs(dev.MAC, e.mac)
+			if r != nil {
+				r.neigh(e, true)
+				r.macs(p)
+			}
 			dev.transmit(w, p)
 			return
 		}
 	}
+	w.noFast()
 	if e == nil || e.state == NeighFailed {
 		if e == nil {
 			if e = ns.newNeigh(k, dev, NeighIncomplete); e == nil {

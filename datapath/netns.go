@@ -65,6 +65,9 @@ type Netns struct {
 	// what destination addresses are to the namespace (dstcache.go).
 	addrGen uint64
 	dsts    [dstSlots]dstSlot
+	// fast is the namespace fast path's table (fastpath.go), made when
+	// the first event is recorded.
+	fast *fastTable
 	// nextIfindex allocates ifindexes per namespace, as dev_new_index does.
 	nextIfindex int
 }
@@ -109,6 +112,7 @@ func (ns *Netns) addDevice(name string, kind DeviceKind, mac MAC, mtu int) (*Dev
 		return nil, &ConfigError{Op: "add device", Object: name, Reason: "RTNETLINK answers: File exists"}
 	}
 	ns.nextIfindex++
+	ns.e.cfgGen++
 	d := &Device{Name: name, Index: ns.nextIfindex, Kind: kind, MAC: mac, MTU: mtu, ns: ns}
 	ns.devs = append(ns.devs, d)
 	ns.byName[name] = d
@@ -214,6 +218,8 @@ func (ns *Netns) SetMaster(port, bridgeName string) error {
 	p.master = b
 	b.br.ports = append(b.br.ports, p)
 	b.br.fdb[p.MAC.key()] = &fdbEntry{port: p, local: true}
+	b.br.gen++
+	ns.e.cfgGen++
 	return nil
 }
 
@@ -227,6 +233,7 @@ func (ns *Netns) SetMTU(dev string, mtu int) error {
 		return &ConfigError{Op: "set mtu", Object: dev, Reason: "MTU " + itoa(mtu) + " out of range 68.." + itoa(MaxFrame-EthHdrLen)}
 	}
 	d.MTU = mtu
+	ns.e.cfgGen++
 	return nil
 }
 
@@ -237,6 +244,7 @@ func (ns *Netns) SetUp(dev string, up bool) error {
 		return &ConfigError{Op: "set link", Object: dev, Reason: "Cannot find device"}
 	}
 	d.up = up
+	ns.e.cfgGen++
 	return nil
 }
 
@@ -358,6 +366,7 @@ func (ns *Netns) devByIndex(i int) *Device {
 // ascending priority (see the Priority constants), equal priorities in
 // registration order.
 func (ns *Netns) AddHookStage(h Hook, name string, priority int, s Stage) {
+	ns.e.cfgGen++
 	ns.hooks[h].add(HookEntry{Name: name, Priority: priority, Stage: s})
 }
 
@@ -377,6 +386,7 @@ func (ns *Netns) SetHookPassive(h Hook, name string, packets, bytes *uint64) boo
 	}
 	for i := range ns.hooks[h] {
 		if e := &ns.hooks[h][i]; e.Name == name {
+			ns.e.cfgGen++
 			e.passPackets, e.passBytes = packets, bytes
 			return true
 		}
@@ -385,7 +395,10 @@ func (ns *Netns) SetHookPassive(h Hook, name string, packets, bytes *uint64) boo
 }
 
 // RemoveHookStage removes a stage registered with AddHookStage.
-func (ns *Netns) RemoveHookStage(h Hook, name string) bool { return ns.hooks[h].remove(name) }
+func (ns *Netns) RemoveHookStage(h Hook, name string) bool {
+	ns.e.cfgGen++
+	return ns.hooks[h].remove(name)
+}
 
 // HookStages lists the stages on a hook, in the order they run.
 func (ns *Netns) HookStages(h Hook) []HookEntry { return slices.Clone(ns.hooks[h]) }
@@ -477,6 +490,9 @@ func (ns *Netns) ipReceive(w *Walk, dev *Device, p *Packet) {
 		ns.drop(w, p, dev, "ip", ReasonMalformed, err.Error())
 		return
 	}
+	if r := w.recording(); r != nil {
+		r.validatedIP(p, tot)
+	}
 	p.Truncate(EthHdrLen + tot) // strip Ethernet padding
 	p.Local = false
 	if p.brPrerouted {
@@ -492,9 +508,19 @@ func (ns *Netns) ipReceive(w *Walk, dev *Device, p *Packet) {
 func (ns *Netns) routeInput(w *Walk, dev *Device, p *Packet) {
 	ip := p.IPv4()
 	dst := [4]byte(ip[16:20])
+	if r := w.recording(); r != nil {
+		r.netns(ns)
+	}
 	if local, bcast := ns.addrClass(dst); local || bcast || dst == [4]byte{255, 255, 255, 255} {
 		if !ns.runHook(w, Input, p, dev) {
 			return
+		}
+		if r := w.recording(); r != nil {
+			o := r.op(ftDeliver)
+			o.ns, o.dev = ns, dev
+			w.fastEnd(p, true)
+		} else {
+			w.fastEnd(p, false)
 		}
 		ns.deliver(w, dev, p)
 		return
@@ -535,6 +561,10 @@ func (ns *Netns) forward(w *Walk, in *Device, p *Packet, r *route.Route) {
 		return
 	}
 	decTTL(ip)
+	if rec := w.recording(); rec != nil {
+		rec.op(feDecTTL)
+		rec.device(out)
+	}
 	p.OutDev = out
 	p.NextHop = nextHop(r, ip)
 	if !ns.runHook(w, Forward, p, in) {
@@ -607,10 +637,20 @@ func (ns *Netns) LocalOut(w *Walk, p *Packet) bool {
 // sendLocal is the output event: a packet handed to the namespace from
 // outside the stack (Send, SendPacket, a TCPConn) is checked, then sent.
 func (ns *Netns) sendLocal(w *Walk, p *Packet) {
-	if _, err := ValidateIPv4(p.Frame()[EthHdrLen:]); err != nil {
+	if p.Trace == nil && !w.e.fastOff {
+		if ns.fastReplay(w, nil, p) {
+			return
+		}
+		ns.fastStart(w, nil, p)
+	}
+	tot, err := ValidateIPv4(p.Frame()[EthHdrLen:])
+	if err != nil {
 		p.Local = true
 		ns.drop(w, p, nil, "output", ReasonMalformed, err.Error())
 		return
+	}
+	if r := w.recording(); r != nil {
+		r.validatedIP(p, tot)
 	}
 	ns.output(w, p)
 }
@@ -619,6 +659,9 @@ func (ns *Netns) sendLocal(w *Walk, p *Packet) {
 func (ns *Netns) routeOutput(w *Walk, p *Packet) bool {
 	ip := p.IPv4()
 	dst := [4]byte(ip[16:20])
+	if r := w.recording(); r != nil {
+		r.netns(ns)
+	}
 	if local, _ := ns.addrClass(dst); local || dst[0] == 127 {
 		p.OutDev, p.NextHop = ns.lo, dst
 		return true
@@ -644,6 +687,9 @@ func (ns *Netns) postrouting(w *Walk, p *Packet) {
 	}
 	out := p.OutDev
 	ip := p.IPv4()
+	if r := w.recording(); r != nil {
+		r.device(out)
+	}
 	if int(ip.TotalLength()) > out.MTU {
 		if ip.Flags()&header.IPv4FlagDontFragment != 0 {
 			if p.Local {
@@ -671,9 +717,15 @@ func (ns *Netns) postrouting(w *Walk, p *Packet) {
 // destination MAC to the bridge's. It returns false if the packet was
 // consumed.
 func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
-	if _, err := ValidateIPv4(p.Frame()[EthHdrLen:]); err != nil {
+	tot, err := ValidateIPv4(p.Frame()[EthHdrLen:])
+	if err != nil {
 		ns.drop(w, p, b.dev, "br_netfilter", ReasonMalformed, err.Error())
 		return false
+	}
+	rec := w.recording()
+	if rec != nil {
+		rec.validatedIP(p, tot)
+		rec.netns(ns)
 	}
 	port := p.InDev
 	p.InDev = b.dev
@@ -695,8 +747,13 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 			// destination MAC, keep the source, and carry on bridging
 			// in place (br_handle_frame_finish), without a cni0 transmit.
 			p.SetMACs(p.SrcMAC(), e.mac)
+			if rec := w.recording(); rec != nil {
+				rec.neigh(e, false)
+				rec.macs(p)
+			}
 			return true
 		}
+		w.noFast()
 		// Not resolved yet: neigh->output resolves it with ARP on the
 		// bridge and transmits the frame on the bridge device.
 		p.bridgedDNAT = true
@@ -708,6 +765,10 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 		return false
 	}
 	p.SetMACs(p.SrcMAC(), b.dev.MAC)
+	if rec := w.recording(); rec != nil {
+		rec.device(b.dev)
+		rec.macs(p)
+	}
 	return true
 }
 
@@ -755,6 +816,7 @@ func (ns *Netns) DeleteDevice(name string) error {
 }
 
 func (ns *Netns) removeDevice(d *Device) {
+	ns.e.cfgGen++
 	d.up = false
 	ns.devs = slices.DeleteFunc(ns.devs, func(x *Device) bool { return x == d })
 	ns.byIndex[d.Index] = nil
@@ -791,6 +853,7 @@ func (ns *Netns) removeDevice(d *Device) {
 				delete(b.br.fdb, m)
 			}
 		}
+		b.br.gen++
 		d.master = nil
 	}
 	if d.br != nil {
@@ -805,6 +868,7 @@ func (ns *Netns) removeDevice(d *Device) {
 				delete(d.seg.fdb, m)
 			}
 		}
+		d.seg.gen++
 		d.seg = nil
 	}
 	d.ns = nil

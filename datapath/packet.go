@@ -169,10 +169,16 @@ type Pool struct {
 	free []*Packet
 	// Allocated counts packets ever created; a steady-state walk keeps it flat.
 	Allocated int
+	// eng is the engine owning the pool: a packet taken or released
+	// abandons its fast path recording.
+	eng *Engine
 }
 
 // Get returns an empty packet.
 func (pl *Pool) Get() *Packet {
+	if pl.eng != nil && pl.eng.rec != nil {
+		pl.eng.rec.fail = true
+	}
 	if n := len(pl.free); n > 0 {
 		p := pl.free[n-1]
 		pl.free = pl.free[:n-1]
@@ -184,6 +190,9 @@ func (pl *Pool) Get() *Packet {
 
 // Put releases p. The caller must not use p afterwards.
 func (pl *Pool) Put(p *Packet) {
+	if pl.eng != nil && pl.eng.rec != nil {
+		pl.eng.rec.fail = true
+	}
 	*p = Packet{buf: p.buf, head: Headroom, tail: Headroom, pool: pl}
 	pl.free = append(pl.free, p)
 }

@@ -120,12 +120,34 @@ func (l *hookList) remove(name string) bool {
 }
 
 func (l hookList) run(w *Walk, p *Packet) Verdict {
+	r := w.recording()
 	for i := range l {
 		e := &l[i]
 		if e.passPackets != nil {
 			*e.passPackets++
 			*e.passBytes += uint64(p.Len() - EthHdrLen)
+			if r != nil {
+				r.add(e.passPackets, 1, e.passBytes, uint64(p.Len()-EthHdrLen))
+			}
 			continue
+		}
+		if r != nil {
+			if fs, ok := e.Stage.(FastStage); ok {
+				v, fx, ok := fs.ProcessFast(w, p)
+				switch {
+				case !ok:
+					w.noFast()
+					r = nil
+				case fx.R != nil:
+					r.op(fcStage).fx = fx
+				}
+				if v.Code != Continue {
+					return v
+				}
+				continue
+			}
+			w.noFast()
+			r = nil
 		}
 		v := e.Stage.Process(w, p)
 		if v.Code != Continue {
@@ -157,6 +179,7 @@ func (w *Walk) Now() time.Duration { return w.e.now }
 // Chance returns true with probability p, from the world's random source or
 // the Chooser. It is how `-m statistic --mode random` decides.
 func (w *Walk) Chance(p float64) bool {
+	w.noFast() // a branch point: the walk is not the same every time
 	if w.Chooser != nil {
 		return w.Chooser(p)
 	}

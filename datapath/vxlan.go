@@ -47,6 +47,8 @@ type VXLAN struct {
 	meshOK, meshFOK   bool
 	meshFKey          uint64
 	meshFDst          [4]byte
+	// fdbGen changes with every change of fdb (the fast path's check).
+	fdbGen uint64
 }
 
 // AddVXLAN creates a VXLAN device (`ip link add NAME type vxlan id VNI
@@ -101,6 +103,7 @@ func (v *VXLAN) AddFDB(mac MAC, dst netip.Addr) error {
 		return &ConfigError{Op: "fdb append", Object: mac.String(), Reason: "dst must be IPv4"}
 	}
 	v.unshareFDB(mac.key())
+	v.fdbGen++
 	v.fdb[mac.key()] = dst.As4()
 	if v.mesh != nil {
 		v.mesh.claimFDB(v, mac.key())
@@ -111,6 +114,7 @@ func (v *VXLAN) AddFDB(mac MAC, dst netip.Addr) error {
 // DeleteFDB removes the entry for mac.
 func (v *VXLAN) DeleteFDB(mac MAC) {
 	v.unshareFDB(mac.key())
+	v.fdbGen++
 	delete(v.fdb, mac.key())
 	if v.mesh != nil {
 		v.mesh.unclaimFDB(v, mac.key())
@@ -192,6 +196,17 @@ func (v *VXLAN) srcPort(inner []byte) uint16 {
 func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	ns := v.dev.ns
 	dst, ok := v.fdb[p.DstMAC().key()]
+	if r := w.recording(); r != nil {
+		if ok || v.mesh == nil {
+			o := r.op(fcVXLAN)
+			o.vx, o.x, o.mesh = v, v.fdbGen, v.mesh
+		} else {
+			o := r.op(fcMesh)
+			o.vx, o.mesh, o.x = v, v.mesh, v.mesh.gen
+			o = r.op(fcVXLAN)
+			o.vx, o.x, o.mesh = v, v.fdbGen, v.mesh
+		}
+	}
 	if !ok && v.mesh != nil {
 		dst, ok = v.meshDst(p.DstMAC().key())
 	}
@@ -199,6 +214,35 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 		v.dev.drop(w, p, "vxlan", ReasonNoVXLANDestination, "no fdb entry for "+p.DstMAC().String())
 		return
 	}
+	var inner [12]byte
+	if p.Trace != nil {
+		copy(inner[:], p.Frame())
+	}
+	if !v.encap(p, dst) {
+		v.dev.drop(w, p, "vxlan", ReasonEncapLoop, "no headroom left: the outer packet was routed back into "+v.dev.Name)
+		return
+	}
+	if r := w.recording(); r != nil {
+		o := r.op(feEncap)
+		o.vx, o.dst = v, dst
+	}
+	// iptunnel_xmit scrubs the skb: the outer packet is a new flow for
+	// conntrack (nf_reset_ct); the mark stays within the namespace.
+	p.CT = CTRef{}
+	if p.Trace != nil {
+		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",
+			Action: trace.Encapsulated, Summary: p.Summary(),
+			Detail: "vni " + itoa(int(v.VNI)) + " to " + addrString(dst) + ":" + itoa(int(v.Port)) + " (fdb " + MAC(inner[0:6]).String() + " dst " + addrString(dst) + ")"})
+	}
+	ns.output(w, p)
+}
+
+// encap prepends the outer Ethernet, IPv4, UDP and VXLAN headers toward
+// dst (the IP ID from the namespace's counter, the outer UDP checksum as
+// outerUDPChecksum computes it), reporting false when the headroom is
+// exhausted.
+func (v *VXLAN) encap(p *Packet, dst [4]byte) bool {
+	ns := v.dev.ns
 	inner := p.Frame()
 	sport := v.srcPort(inner)
 	var ecn byte
@@ -208,12 +252,8 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	innerLen := len(inner)
 	hdr := p.Prepend(EthHdrLen + 20 + 8 + vxlanHdrLen)
 	if hdr == nil {
-		v.dev.drop(w, p, "vxlan", ReasonEncapLoop, "no headroom left: the outer packet was routed back into "+v.dev.Name)
-		return
+		return false
 	}
-	// iptunnel_xmit scrubs the skb: the outer packet is a new flow for
-	// conntrack (nf_reset_ct); the mark stays within the namespace.
-	p.CT = CTRef{}
 	clear(hdr[:EthHdrLen])
 	hdr[12], hdr[13] = 0x08, 0x00
 	ipb := hdr[EthHdrLen:]
@@ -229,15 +269,9 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	u.SetChecksum(0)
 	seg := p.buf[p.head+EthHdrLen+20 : p.tail]
 	u.SetChecksum(outerUDPChecksum(header.IPv4(ipb), seg, p.CsumValid))
-	if p.Trace != nil {
-		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",
-			Action: trace.Encapsulated, Summary: p.Summary(),
-			Detail: "vni " + itoa(int(v.VNI)) + " to " + addrString(dst) + ":" + itoa(int(v.Port)) + " (fdb " + MAC(inner[0:6]).String() + " dst " + addrString(dst) + ")"})
-	}
-	ns.output(w, p)
+	return true
 }
 
-// vxlanFor returns the VXLAN device bound to UDP port, or nil.
 func (ns *Netns) vxlanFor(port uint16) *VXLAN {
 	for _, v := range ns.vxlans {
 		if v.Port == port {
@@ -271,10 +305,13 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 	outer := EthHdrLen + ip.HeaderLength()
 	if v.Learning {
 		v.unshareFDB(MAC(l4[16+6 : 16+12]).key())
+		v.fdbGen++
 		v.fdb[MAC(l4[16+6:16+12]).key()] = [4]byte(ip[12:16])
 	}
 	p.TrimFront(int(outer) + 16)
 	p.Mark = 0
+	// iptunnel_xmit scrubs the skb: the outer packet is a new flow for
+	// conntrack (nf_reset_ct); the mark stays within the namespace.
 	p.CT = CTRef{}
 	if p.Trace != nil {
 		w.Observe(p, trace.Observation{Node: ns.Node, Netns: ns.Name, Device: v.dev.Name, Stage: "vxlan",

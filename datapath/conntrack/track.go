@@ -195,20 +195,7 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 		if e.expires <= now {
 			t.remove(e)
 		} else {
-			res := resAccept
-			switch pr.t.Proto {
-			case datapath.ProtoTCP:
-				res = t.tcpPacket(e, sl.reply, pr.tcpFlags, now)
-			case datapath.ProtoUDP:
-				t.udpPacket(e, now)
-			case datapath.ProtoICMP:
-				e.expires = now + t.to.ICMP
-			case datapath.ProtoSCTP:
-				t.sctpPacket(e, sl.reply, now)
-			default:
-				e.expires = now + t.to.Generic
-			}
-			switch res {
+			switch res := t.refresh(e, sl.reply, pr.t.Proto, pr.tcpFlags, now); res {
 			case resInvalid:
 				t.Stats.Invalid++
 				if p.Trace != nil {
@@ -231,6 +218,24 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 		}
 	}
 	return t.newConn(w, p, pr, now)
+}
+
+// refresh is the protocol tracker's packet function for a packet of the
+// live connection e (nf_conntrack_handle_packet).
+func (t *Table) refresh(e *Entry, reply bool, proto, tcpFlags uint8, now time.Duration) l4Result {
+	switch proto {
+	case datapath.ProtoTCP:
+		return t.tcpPacket(e, reply, tcpFlags, now)
+	case datapath.ProtoUDP:
+		t.udpPacket(e, now)
+	case datapath.ProtoICMP:
+		e.expires = now + t.to.ICMP
+	case datapath.ProtoSCTP:
+		t.sctpPacket(e, reply, now)
+	default:
+		e.expires = now + t.to.Generic
+	}
+	return resAccept
 }
 
 func (t *Table) newConn(w *datapath.Walk, p *datapath.Packet, pr parsed, now time.Duration) datapath.Verdict {

@@ -43,8 +43,11 @@ type flowKey struct {
 }
 
 type flowSlot struct {
-	key    flowKey
-	gen    uint64
+	key flowKey
+	gen uint64
+	// stamp numbers the walk stored in the slot (Netfilter.stamps), so
+	// the namespace fast path can tell it is still the one it recorded.
+	stamp  uint64
 	valid  bool
 	policy bool // fell off the built-in chain (policy ACCEPT counted)
 	n      uint8
@@ -79,41 +82,57 @@ func (k *flowKey) slot() int {
 
 // replay applies the cached walk for c's key, if there is one, and reports
 // whether it did.
-func (s *hookStage) replay(c *evalCtx, k *flowKey) bool {
+func (s *hookStage) replay(c *evalCtx, k *flowKey) *flowSlot {
 	if s.cache == nil {
-		return false
+		return nil
 	}
-	sl := &s.cache[k.slot()]
+	i := k.slot()
+	sl := &s.cache[i]
 	if !sl.valid || sl.gen != s.nf.gen || sl.key != *k {
-		return false
+		if sl = &s.cache[i^1]; !sl.valid || sl.gen != s.nf.gen || sl.key != *k {
+			return nil
+		}
 	}
+	s.repeat(sl, c.p, c.plen)
+	return sl
+}
+
+// repeat does what the walk stored in sl did, for a packet of plen bytes.
+func (s *hookStage) repeat(sl *flowSlot, p *datapath.Packet, plen uint64) {
 	nf := s.nf
 	nf.flowHits++
 	nf.Evaluations += uint64(sl.evals)
 	for _, k := range sl.ctrs[:sl.n] {
-		k.add(c.plen)
+		k.add(plen)
 	}
 	if sl.policy {
 		ch := s.t.builtins[s.hook]
 		ch.Packets++
-		ch.Bytes += c.plen
+		ch.Bytes += plen
 	}
-	c.p.Mark = sl.mark
-	return true
+	p.Mark = sl.mark
 }
 
 // store keeps the walk just recorded in c under k, if it may be replayed.
-func (s *hookStage) store(c *evalCtx, k *flowKey, v verdict, evals uint64) {
+func (s *hookStage) store(c *evalCtx, k *flowKey, v verdict, evals uint64) *flowSlot {
 	rec := &c.rec
 	if rec.uncacheable || (v != vAccept && v != vContinue) || evals > 1<<31 {
-		return
+		return nil
 	}
 	if s.cache == nil {
 		s.cache = new([flowSlots]flowSlot)
 	}
-	sl := &s.cache[k.slot()]
-	*sl = flowSlot{key: *k, gen: s.nf.gen, valid: true, policy: rec.policy, n: uint8(rec.n),
+	// Two-way: a flow's two directions often meet at the same hook, and
+	// must not evict each other. The older walk (or a stale one) goes.
+	i := k.slot()
+	sl := &s.cache[i]
+	if o := &s.cache[i^1]; sl.valid && sl.gen == s.nf.gen && (!o.valid || o.gen != s.nf.gen || o.stamp < sl.stamp) {
+		sl = o
+	}
+	s.nf.stamps++
+	*sl = flowSlot{key: *k, gen: s.nf.gen, stamp: s.nf.stamps, valid: true, policy: rec.policy, n: uint8(rec.n),
 		evals: uint32(evals), mark: c.p.Mark, ctrs: rec.ctrs}
+	return sl
 }
 
 // classify sets the rule's cacheability: volatileMatch when evaluating it
@@ -136,4 +155,88 @@ func (r *Rule) classify() {
 	default:
 		r.volatileTarget = true
 	}
+}
+
+// The tables' part in the datapath's namespace fast path
+// (datapath.FastStage). A table walk the flow cache holds is repeatable
+// while its slot still holds that walk (same stamp) at the same ruleset
+// generation: the fast path repeats it as a flow cache hit. An empty
+// built-in chain with policy ACCEPT only counts the policy. A nat hook
+// repeats the connection's rewrite for an established packet and nothing
+// for one without a binding; a connection's first packet is not
+// repeatable.
+
+// ProcessFast is Process, reporting the walk as an effect the fast path
+// can repeat when the flow cache holds it.
+func (s *hookStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Verdict, datapath.Effect, bool) {
+	ch := s.t.builtins[s.hook]
+	if len(ch.rules) == 0 && ch.Policy == Accept {
+		plen := uint64(p.Len() - datapath.EthHdrLen)
+		return s.Process(w, p), datapath.Effect{R: s, N: s.nf.gen, M: plen, B: true}, true
+	}
+	c := &s.nf.ctx
+	if !c.init(s.nf, w, p, s.t, s.hook) {
+		return datapath.VerdictContinue, datapath.Effect{}, false
+	}
+	k := c.flowKey()
+	if sl := s.replay(c, &k); sl != nil {
+		return datapath.VerdictContinue, datapath.Effect{R: s, Ref: sl, N: sl.stamp, M: c.plen}, true
+	}
+	c.rec.on = true
+	evals := s.nf.Evaluations
+	v := s.nf.runTable(c)
+	sl := s.store(c, &k, v, s.nf.Evaluations-evals)
+	plen := c.plen
+	vd := s.nf.finish(c, v)
+	if sl == nil {
+		return vd, datapath.Effect{}, false
+	}
+	return vd, datapath.Effect{R: s, Ref: sl, N: sl.stamp, M: plen}, true
+}
+
+// Valid reports whether the recorded walk is still the table's answer.
+func (s *hookStage) Valid(_ *datapath.Walk, fx *datapath.Effect) bool {
+	if fx.B {
+		return s.nf.gen == fx.N
+	}
+	sl := fx.Ref.(*flowSlot)
+	return sl.valid && sl.stamp == fx.N && sl.gen == s.nf.gen
+}
+
+// Apply repeats the recorded walk.
+func (s *hookStage) Apply(_ *datapath.Walk, p *datapath.Packet, fx *datapath.Effect) {
+	if fx.B {
+		ch := s.t.builtins[s.hook]
+		ch.Packets++
+		ch.Bytes += fx.M
+		return
+	}
+	s.repeat(fx.Ref.(*flowSlot), p, fx.M)
+}
+
+// ProcessFast is Process, reporting the rewrite (or its absence) of a
+// packet whose connection has its binding for the hook's manipulation as
+// an effect the fast path can repeat (an unreplied connection's later
+// packets are NEW, but no longer traverse the nat table).
+func (s *natStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Verdict, datapath.Effect, bool) {
+	e, info := s.nf.ct.Get(p)
+	switch {
+	case e == nil:
+		return s.Process(w, p), datapath.Effect{}, true
+	case info == conntrack.New && !e.NATDone(s.manip), info == conntrack.Related, info == conntrack.RelatedReply:
+		// The nat table's first traversal, or an ICMP error.
+		return s.Process(w, p), datapath.Effect{}, false
+	case e.Status&conntrack.StatusNATMask == 0:
+		return s.Process(w, p), datapath.Effect{}, true
+	}
+	return s.Process(w, p), datapath.Effect{R: s, Ref: e, U: uint32(info)}, true
+}
+
+// Valid holds: the connection is checked by the conntrack stage that
+// attached it, and a confirmed connection's bindings do not change.
+func (s *natStage) Valid(*datapath.Walk, *datapath.Effect) bool { return true }
+
+// Apply rewrites p with the connection's binding.
+func (s *natStage) Apply(_ *datapath.Walk, p *datapath.Packet, fx *datapath.Effect) {
+	fx.Ref.(*conntrack.Entry).ManipPacket(p, conntrack.CTInfo(fx.U), s.manip)
 }

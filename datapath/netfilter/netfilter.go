@@ -207,8 +207,9 @@ type Netfilter struct {
 	// gen is the ruleset generation: every commit bumps it, invalidating
 	// the flow cache.
 	gen uint64
-	// flowHits counts walks replayed from the flow cache (for tests).
-	flowHits uint64
+	// flowHits counts walks replayed from the flow cache (for tests);
+	// stamps numbers the walks stored in it.
+	flowHits, stamps uint64
 	// natLookups are the nat-type tables consulted at each hook, in
 	// priority order; the entry with a nil lookup is iptable_nat itself.
 	natLookups [5][]natLookup
@@ -622,7 +623,7 @@ func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdi
 		return s.nf.finish(c, s.nf.runTable(c))
 	}
 	k := c.flowKey()
-	if s.replay(c, &k) {
+	if s.replay(c, &k) != nil {
 		return datapath.VerdictContinue
 	}
 	c.rec.on = true

@@ -1,0 +1,97 @@
+package conntrack
+
+import (
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+)
+
+// The conntrack stages' part in the datapath's namespace fast path
+// (datapath.FastStage): a packet of a live, confirmed connection that
+// changes neither the connection's TCP state nor its status is tracked
+// the same way every time — its timeout refreshed from the current time,
+// counted as found, attached — so the fast path may repeat exactly that.
+// Anything else (a new connection, a state move, the first reply, the
+// moment a flow becomes ASSURED, an expired or killed entry, an ICMP
+// error) is not repeatable and makes the fast path walk the packet.
+
+// steady reports whether tracking a packet of e in direction reply with
+// TCP flags flags at now would refresh its timeout and nothing else.
+func (t *Table) steady(e *Entry, reply bool, flags uint8, now time.Duration) bool {
+	if e.t != t || e.Status&(StatusConfirmed|StatusDying) != StatusConfirmed || e.expires <= now {
+		return false
+	}
+	if reply && e.Status&StatusSeenReply == 0 {
+		return false // the first reply sets SEEN_REPLY
+	}
+	switch e.Orig.Proto {
+	case datapath.ProtoTCP:
+		dir, idx := 0, tcpIndex(flags)
+		if reply {
+			dir = 1
+		}
+		if idx == tcpRstSet || tcpConntracks[dir][idx][e.TCPState] != e.TCPState {
+			return false
+		}
+		if e.Status&StatusSeenReply != 0 && e.Status&StatusAssured == 0 && (e.TCPState == sSR || e.TCPState == sES) {
+			return false // becomes ASSURED
+		}
+	case datapath.ProtoUDP:
+		if e.Status&StatusSeenReply != 0 && e.Status&StatusAssured == 0 && now > e.streamTS {
+			return false // becomes a stream, ASSURED
+		}
+	case datapath.ProtoSCTP:
+		if (reply || e.Status&StatusSeenReply != 0) && e.Status&StatusAssured == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ProcessFast is Process, reporting a steady packet's tracking as an
+// effect the fast path can repeat.
+func (s *inStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Verdict, datapath.Effect, bool) {
+	t := s.t
+	if p.CT.Entry != nil || p.Len() < datapath.EthHdrLen+20 || p.EtherType() != 0x0800 {
+		return s.Process(w, p), datapath.Effect{}, false
+	}
+	var pr parsed
+	parseIP(p.IPv4(), &pr)
+	if pr.frag || !pr.ok || (pr.t.Proto == datapath.ProtoICMP && isICMPError(pr.t.ICMPType())) {
+		return s.Process(w, p), datapath.Effect{}, false
+	}
+	sl, ok := t.find(pr.t)
+	if !ok || !t.steady(sl.e, sl.reply, pr.tcpFlags, w.Now()) {
+		return s.Process(w, p), datapath.Effect{}, false
+	}
+	e := sl.e
+	status, state := e.Status, e.TCPState
+	v := s.Process(w, p)
+	if x, _ := Get(p); x != e || e.Status != status || e.TCPState != state {
+		return v, datapath.Effect{}, false
+	}
+	return v, datapath.Effect{R: s, Ref: e, B: sl.reply, U: uint32(pr.tcpFlags), N: uint64(status), M: uint64(state)}, true
+}
+
+// Valid reports whether the connection is still the one tracked, in the
+// same state, and the packet still steady.
+func (s *inStage) Valid(w *datapath.Walk, fx *datapath.Effect) bool {
+	e := fx.Ref.(*Entry)
+	return e.Status == Status(fx.N) && e.TCPState == TCPState(fx.M) && s.t.steady(e, fx.B, uint8(fx.U), w.Now())
+}
+
+// Apply tracks p as Process does for a steady packet.
+func (s *inStage) Apply(w *datapath.Walk, p *datapath.Packet, fx *datapath.Effect) {
+	e := fx.Ref.(*Entry)
+	s.t.refresh(e, fx.B, e.Orig.Proto, uint8(fx.U), w.Now())
+	s.t.Stats.Found++
+	p.CT = datapath.CTRef{Entry: e, Reply: fx.B}
+}
+
+// ProcessFast is Process; confirming does nothing to a packet of a
+// confirmed connection (or of none), which is repeatable.
+func (s *confirmStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Verdict, datapath.Effect, bool) {
+	e, ok := p.CT.Entry.(*Entry)
+	fresh := ok && e.t == s.t && e.Status&StatusConfirmed == 0
+	return s.Process(w, p), datapath.Effect{}, !fresh
+}

@@ -1,0 +1,64 @@
+package datapath
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// StateDigest renders everything about ns a walk can change, internal
+// timestamps included, for tests that compare two worlds (the fast path's
+// equivalence test): the IP ID counter, every device's state and
+// counters, the bridge FDBs with their last-seen times, the neighbour
+// entries with their timestamps, the VXLAN FDBs, the underlay FDBs of the
+// segments the namespace's NICs are on, and the node's ARP table state.
+func (ns *Netns) StateDigest() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ns %s/%s ipid %d\n", ns.Node, ns.Name, ns.ipID)
+	for _, d := range ns.devs {
+		fmt.Fprintf(&b, "dev %s up %v mtu %d mac %s stats %+v\n", d.Name, d.up, d.MTU, d.MAC, d.Stats)
+		if d.br != nil {
+			keys := make([]uint64, 0, len(d.br.fdb))
+			for k := range d.br.fdb {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				e := d.br.fdb[k]
+				fmt.Fprintf(&b, "  fdb %s port %s local %v static %v updated %d\n", macFromKey(k), e.port.Name, e.local, e.static, e.updated)
+			}
+		}
+		if d.vx != nil {
+			keys := make([]uint64, 0, len(d.vx.fdb))
+			for k := range d.vx.fdb {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				fmt.Fprintf(&b, "  vxfdb %s %v\n", macFromKey(k), d.vx.fdb[k])
+			}
+		}
+		if s := d.seg; s != nil {
+			keys := make([]uint64, 0, len(s.fdb))
+			for k := range s.fdb {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				fmt.Fprintf(&b, "  segfdb %s %s\n", macFromKey(k), s.fdb[k].Name)
+			}
+		}
+	}
+	keys := make([]neighKey, 0, len(ns.neigh.m))
+	for k := range ns.neigh.m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		e := ns.neigh.m[k]
+		fmt.Fprintf(&b, "neigh %v dev %s %s %s confirmed %d updated %d used %d probes %d queued %d\n",
+			k.ip(), e.dev.Name, e.state, e.mac, e.confirmed, e.updated, e.used, e.probes, len(e.queue))
+	}
+	fmt.Fprintf(&b, "arp next %d entries %d\n", ns.arp.nextPeriodic, ns.arp.gcEntries)
+	return b.String()
+}

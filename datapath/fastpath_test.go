@@ -1,0 +1,251 @@
+package datapath_test
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/netfilter"
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/kubewalk/kubewalk/sim/packet"
+	"github.com/stretchr/testify/require"
+)
+
+// fastWorld is one reference cluster of the fast path's equivalence test,
+// with every frame delivered to any namespace's sockets logged.
+type fastWorld struct {
+	r         *scenarios.Reference
+	delivered []string
+	conns     map[string]*datapath.TCPConn
+}
+
+// logOwner logs every frame the namespace delivers, then lets the minimal
+// sockets have it.
+type logOwner struct {
+	ns  *datapath.Netns
+	log *[]string
+}
+
+func (o logOwner) Deliver(w *datapath.Walk, dev *datapath.Device, p *datapath.Packet) bool {
+	*o.log = append(*o.log, fmt.Sprintf("%v %s/%s %s %x", w.Now(), o.ns.Node, o.ns.Name, dev.Name, p.Frame()))
+	return false
+}
+
+func (logOwner) Name() string { return "log" }
+
+func newFastWorld(t *testing.T, fast bool) *fastWorld {
+	r, err := scenarios.NewReference(7)
+	require.NoError(t, err)
+	r.World.SetFastPath(fast)
+	w := &fastWorld{r: r, conns: map[string]*datapath.TCPConn{}}
+	for _, ns := range w.netnses() {
+		if ns.SocketOwner() == nil {
+			ns.SetSocketOwner(logOwner{ns, &w.delivered})
+		}
+	}
+	_, err = r.Web1.Netns.ListenUDP(9000, false)
+	require.NoError(t, err)
+	_, err = r.Web2.Netns.ListenUDP(9000, true)
+	require.NoError(t, err)
+	return w
+}
+
+func (w *fastWorld) netnses() []*datapath.Netns {
+	var out []*datapath.Netns
+	for _, n := range w.r.Nodes() {
+		out = append(out, n.Host)
+	}
+	for _, p := range w.r.Pods() {
+		out = append(out, p.Netns)
+	}
+	for _, h := range w.r.ExternalHosts() {
+		out = append(out, h.Netns)
+	}
+	return out
+}
+
+func (w *fastWorld) hits() uint64 {
+	var n uint64
+	for _, ns := range w.netnses() {
+		n += ns.FastHits()
+	}
+	return n
+}
+
+// dump renders everything observable: iptables-save -c and the rules
+// evaluated, conntrack entries with their exact expiry and the counters,
+// each namespace's devices, FDBs, neighbours and counters, the sockets,
+// every frame delivered, the clock and the queue.
+func (w *fastWorld) dump() string {
+	var b strings.Builder
+	e := w.r.World
+	fmt.Fprintf(&b, "now %v pending %d allocated %d\n", e.Now(), e.Pending(), e.Pool.Allocated)
+	for _, n := range w.r.Nodes() {
+		if nf := n.Netfilter; nf != nil {
+			fmt.Fprintf(&b, "== %s evaluations %d\n%s", n.Name, nf.Evaluations, nf.Save(netfilter.SaveOptions{Counters: true}))
+		}
+		if ct := n.Conntrack; ct != nil {
+			fmt.Fprintf(&b, "conntrack %+v\n", ct.Stats)
+			for _, c := range ct.List() {
+				fmt.Fprintf(&b, "%d %s expires %d status %v state %v\n", c.ID, c.Format(e.Now()), c.Expires(), c.Status, c.TCPState)
+			}
+		}
+	}
+	for _, ns := range w.netnses() {
+		b.WriteString(ns.StateDigest())
+		for _, port := range []uint16{80, 9000} {
+			if l := ns.TCPListener(port); l != nil {
+				fmt.Fprintf(&b, "tcp %d %+v\n", port, *l)
+			}
+			if s := ns.UDPSocket(port); s != nil {
+				fmt.Fprintf(&b, "udp %d %d %d\n", port, s.Received, s.Bytes)
+			}
+		}
+	}
+	b.WriteString(strings.Join(w.delivered, "\n"))
+	return b.String()
+}
+
+type fastStep struct {
+	name string
+	do   func(t *testing.T, w *fastWorld)
+}
+
+func sendUDP(from *datapath.Netns, src, dst netip.Addr, sport, dport uint16, n int) func(t *testing.T, w *fastWorld) {
+	return func(t *testing.T, w *fastWorld) {
+		for i := range n {
+			ip, err := packet.UDP(packet.IP{Src: src, Dst: dst}, sport, dport, []byte(fmt.Sprintf("datagram %d of a flow", i)))
+			require.NoError(t, err)
+			_, err = from.Send(ip)
+			require.NoError(t, err)
+			require.NoError(t, w.r.World.Run())
+			require.NoError(t, w.r.World.Advance(time.Millisecond))
+		}
+	}
+}
+
+// TestFastPathEquivalence runs the same scenario in two reference
+// clusters, the fast path off in one and on in the other, and compares
+// everything observable after every batch of packets: TCP through a
+// ClusterIP across nodes (and its replies), a NodePort from outside, UDP
+// on one node and across nodes with echoes, with the clock moved past
+// neighbour, FDB and conntrack timeouts, a rule inserted and a DROP rule
+// added and removed mid-flow, an endpoint deleted mid-stream, and traced
+// packets among the fast ones.
+func TestFastPathEquivalence(t *testing.T) {
+	slow, fast := newFastWorld(t, false), newFastWorld(t, true)
+	worlds := []*fastWorld{slow, fast}
+	dial := func(key string, from func(*fastWorld) (*datapath.Netns, netip.Addr), dst func(*fastWorld) netip.Addr, sport, dport uint16) fastStep {
+		return fastStep{"dial " + key, func(t *testing.T, w *fastWorld) {
+			ns, src := from(w)
+			c, err := ns.DialTCP(src, dst(w), sport, dport, 1000, nil)
+			require.NoError(t, err)
+			require.NoError(t, w.r.World.Run())
+			require.True(t, c.Established, key)
+			w.conns[key] = c
+		}}
+	}
+	write := func(key string, n int, traced bool) fastStep {
+		return fastStep{fmt.Sprintf("write %s x%d traced %v", key, n, traced), func(t *testing.T, w *fastWorld) {
+			for i := range n {
+				var tr *trace.Trace
+				if traced {
+					tr = &trace.Trace{}
+				}
+				w.conns[key].Write([]byte(fmt.Sprintf("segment %d", i)), tr)
+				require.NoError(t, w.r.World.Run())
+				require.NoError(t, w.r.World.Advance(time.Millisecond))
+				if tr != nil {
+					w.delivered = append(w.delivered, fmt.Sprintf("%v", tr.Find(func(*trace.Observation) bool { return true })))
+				}
+			}
+		}}
+	}
+	client := func(w *fastWorld) (*datapath.Netns, netip.Addr) { return w.r.Client.Netns, w.r.Client.IP }
+	outside := func(w *fastWorld) (*datapath.Netns, netip.Addr) { return w.r.Outside.Netns, w.r.Outside.IP }
+	udp := func(name string, dst func(*fastWorld) netip.Addr, sport uint16, n int) fastStep {
+		return fastStep{name, func(t *testing.T, w *fastWorld) {
+			sendUDP(w.r.Client.Netns, w.r.Client.IP, dst(w), sport, 9000, n)(t, w)
+		}}
+	}
+	web1 := func(w *fastWorld) netip.Addr { return w.r.Web1.IP }
+	web2 := func(w *fastWorld) netip.Addr { return w.r.Web2.IP }
+	advance := func(d time.Duration) fastStep {
+		return fastStep{"advance " + d.String(), func(t *testing.T, w *fastWorld) { require.NoError(t, w.r.World.Advance(d)) }}
+	}
+	exec := func(args ...string) fastStep {
+		return fastStep{"iptables " + strings.Join(args, " "), func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w.r.W1.Netfilter.Exec("filter", args...))
+		}}
+	}
+	steps := []fastStep{
+		dial("clusterip", client, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 40000, 80),
+		write("clusterip", 20, false),
+		dial("clusterip2", client, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 40001, 80),
+		dial("clusterip3", client, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 40002, 80),
+		dial("clusterip4", client, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 40003, 80),
+		write("clusterip2", 10, false),
+		write("clusterip3", 10, false),
+		write("clusterip4", 10, false),
+		{"bad IPv4 checksum among good packets", func(t *testing.T, w *fastWorld) {
+			for i := range 4 {
+				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 1 of a flow"))
+				require.NoError(t, err)
+				if i%2 == 1 {
+					ip[10] ^= 0x40
+				}
+				p := w.r.World.Pool.Get()
+				p.SetIPPacket(ip)
+				w.r.Client.Netns.SendPacket(p)
+				require.NoError(t, w.r.World.Run())
+			}
+		}},
+		dial("nodeport", outside, func(w *fastWorld) netip.Addr { return w.r.W1.InternalIP }, 41000, scenarios.WebNodePort),
+		write("nodeport", 20, false),
+		udp("udp same node", web1, 42000, 20),
+		udp("udp cross node with echoes", web2, 42001, 20),
+		write("clusterip", 3, true),
+		write("clusterip", 10, false),
+		advance(31 * time.Second), // neighbours turn STALE on use
+		write("clusterip", 10, false),
+		udp("udp same node after 31s", web1, 42000, 10),
+		exec("-I", "FORWARD", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"),
+		write("clusterip", 10, false),
+		write("nodeport", 10, false),
+		exec("-I", "FORWARD", "-p", "udp", "--dport", "9000", "-j", "DROP"),
+		udp("udp cross node dropped", web2, 42001, 5),
+		exec("-D", "FORWARD", "-p", "udp", "--dport", "9000", "-j", "DROP"),
+		udp("udp cross node again", web2, 42001, 10),
+		advance(200 * time.Second), // the UDP flows expire
+		udp("udp same node after expiry", web1, 42000, 10),
+		udp("udp cross node after expiry", web2, 42001, 10),
+		write("clusterip", 10, false),
+		advance(301 * time.Second), // bridge FDB entries age out
+		write("clusterip", 10, false),
+		udp("udp same node after FDB ageing", web1, 42000, 10),
+		{"delete web-2", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w.r.DeletePod("net", "web-2"))
+			require.NoError(t, w.r.Settle())
+		}},
+		write("clusterip", 10, false),
+		write("clusterip2", 10, false),
+		write("clusterip3", 10, false),
+		write("clusterip4", 10, false),
+		write("nodeport", 10, false),
+		write("clusterip", 2, true),
+		write("clusterip2", 2, true),
+	}
+	for _, s := range steps {
+		for _, w := range worlds {
+			s.do(t, w)
+		}
+		require.Equal(t, slow.dump(), fast.dump(), "after %s", s.name)
+	}
+	require.Zero(t, slow.hits(), "the fast path is off in the slow world")
+	t.Log("replayed", fast.hits())
+	require.Greater(t, fast.hits(), uint64(300), "the fast world replayed most events")
+}
