@@ -171,10 +171,9 @@ func (d *Device) receive(w *Walk, p *Packet) {
 		return
 	}
 	if p.Trace == nil && !w.e.fastOff {
-		if d.ns.fastReplay(w, d, p) {
+		if d.ns.fastPath(w, d, p) {
 			return
 		}
-		d.ns.fastStart(w, d, p)
 	}
 	p.InDev = d
 	d.Stats.RxPackets++

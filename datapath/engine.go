@@ -75,12 +75,11 @@ type Engine struct {
 
 	values []engineValue
 
-	// rec is the fast path's recording in progress (fastpath.go), recBuf
-	// its storage; cfgGen changes with every configuration change the
+	// recBuf is the storage of the fast path's recordings (fastpath.go,
+	// Walk.rec the one in progress); cfgGen changes with every configuration change the
 	// fast path's recordings do not check one by one; fastOff turns the
 	// fast path off.
-	rec     *fastRec
-	recBuf  fastRec
+	recBuf  *fastRec
 	cfgGen  uint64
 	fastOff bool
 }
@@ -141,8 +140,8 @@ func (e *Engine) Rand() *rand.Rand { return e.rng }
 func (e *Engine) Walk() *Walk { return &e.walk }
 
 func (e *Engine) push(ev event) {
-	if e.rec != nil {
-		e.rec.fail = true // an event the recording cannot repeat
+	if r := e.walk.rec; r != nil {
+		r.fail = true // an event the recording cannot repeat
 	}
 	e.seq++
 	ev.seq = e.seq
@@ -338,7 +337,7 @@ func (e *Engine) run() {
 	case evTimer:
 		ev.timer.Fire(w)
 	}
-	e.rec = nil
+	w.rec = nil
 }
 
 // ErrEventLimit is returned by Run when MaxEvents were processed and events

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 )
 
@@ -201,30 +202,59 @@ type fastOp struct {
 	fx    Effect
 }
 
-// fastEntry is one recorded event, compiled from the recording: the
-// generation checks, the other checks, the counter increments, the
-// packet's transformations in order, and the hand-over.
+// fastEntry is one recorded event, compiled from the recording into
+// small flat arrays: the generation checks, the other checks (by the
+// type of what they look at), the stage effects, the counter increments,
+// the packet's transformations in order, and the hand-over.
 type fastEntry struct {
 	key    fastKey
 	gen    uint64
 	ipOK   bool // the walk validated the IPv4 header
 	gens   []fastGen
-	checks []fastOp
+	checks []fastCheck
+	meshes []fastMesh
+	fx     []Effect
 	adds   []fastAdd
-	xf     []fastOp
+	xf     []fastXf
 	term   fastOp
 	meta   fastMeta // the packet's metadata when it leaves
 	ct     any
 }
 
+// fastGen holds while *p == v.
 type fastGen struct {
 	p *uint64
 	v uint64
 }
 
+// fastCheck is a check on one object; its type says which (see valid).
+type fastCheck struct {
+	ref   any
+	x, y  uint64
+	mac   MAC
+	state NeighState
+	b1    bool
+}
+
+// fastMesh holds while the VXLAN device is (or is not) in the mesh.
+type fastMesh struct {
+	vx   *VXLAN
+	mesh *Mesh
+}
+
 type fastAdd struct {
 	a, b *uint64
 	x, y uint64
+}
+
+// fastXf is one transformation of the packet (a feXxx kind, or fcStage:
+// apply fx[i]).
+type fastXf struct {
+	kind fastKind
+	i    int32
+	dst  [4]byte
+	mac  [2]MAC
+	ref  any
 }
 
 type fastTable struct {
@@ -233,7 +263,7 @@ type fastTable struct {
 	hits uint64
 }
 
-// fastRec is the recording in progress (Engine.rec while recording).
+// fastRec is the recording in progress (Walk.rec while recording).
 type fastRec struct {
 	ns     *Netns
 	fail   bool
@@ -291,7 +321,7 @@ func (e *Engine) SetFastPath(on bool) {
 
 // recording returns the recording in progress, if any.
 func (w *Walk) recording() *fastRec {
-	if r := w.e.rec; r != nil && !r.fail {
+	if r := w.rec; r != nil && !r.fail {
 		return r
 	}
 	return nil
@@ -299,7 +329,7 @@ func (w *Walk) recording() *fastRec {
 
 // noFast abandons the recording in progress, if any.
 func (w *Walk) noFast() {
-	if r := w.e.rec; r != nil {
+	if r := w.rec; r != nil {
 		r.fail = true
 	}
 }
@@ -367,13 +397,17 @@ func (r *fastRec) macs(p *Packet) {
 // fastStart begins recording the event of p entering at dev (nil: sent
 // by ns's stack), if it may be recorded.
 func (ns *Netns) fastStart(w *Walk, dev *Device, p *Packet) {
-	r := &w.e.recBuf
+	r := w.e.recBuf
+	if r == nil {
+		r = new(fastRec)
+		w.e.recBuf = r
+	}
 	if !fastKeyOf(dev, p, &r.key) {
 		return
 	}
 	r.ns, r.fail, r.lastNS = ns, false, nil
 	r.gen, r.ipOK, r.n = w.e.cfgGen, false, 0
-	w.e.rec = r
+	w.rec = r
 	r.netns(ns)
 	if dev != nil {
 		r.device(dev)
@@ -383,12 +417,12 @@ func (ns *Netns) fastStart(w *Walk, dev *Device, p *Packet) {
 // fastEnd stops recording; with a terminal op appended and nothing
 // abandoned, the recording is kept.
 func (w *Walk) fastEnd(p *Packet, keep bool) {
-	r := w.e.rec
+	r := w.rec
 	if r == nil {
 		return
 	}
-	w.e.rec = nil
-	if !keep || r.fail || r.n == 0 {
+	w.rec = nil
+	if !keep || r.fail {
 		return
 	}
 	ns := r.ns
@@ -401,43 +435,94 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	}
 	e := *sl
 	e.key, e.gen, e.ipOK, e.meta, e.ct = r.key, r.gen, r.ipOK, metaOf(p), p.CT.Entry
-	e.gens, e.checks, e.adds, e.xf = e.gens[:0], e.checks[:0], e.adds[:0], e.xf[:0]
+	e.gens, e.checks, e.meshes, e.fx, e.adds, e.xf = e.gens[:0], e.checks[:0], e.meshes[:0], e.fx[:0], e.adds[:0], e.xf[:0]
 	for i := range r.ops[:r.n] {
 		o := &r.ops[i]
 		switch o.kind {
 		case fcNetns:
-			e.gens = append(e.gens, fastGen{&o.ns.addrGen, o.x})
-			e.checks = append(e.checks, *o)
+			e.gen1(&o.ns.addrGen, o.x)
+			e.check(fastCheck{ref: o.ns, y: o.y, x: packSysctls(o.sys)})
 		case fcBridge:
-			e.gens = append(e.gens, fastGen{&o.br.gen, o.x})
-			e.checks = append(e.checks, *o)
+			e.gen1(&o.br.gen, o.x)
+			e.check(fastCheck{ref: o.br, y: o.y})
+		case fcFDBAlive:
+			e.check(fastCheck{ref: o.fe, y: uint64(o.br.AgeingTime)})
 		case fcSegment:
-			e.gens = append(e.gens, fastGen{&o.seg.gen, o.x})
-			e.checks = append(e.checks, *o)
-		case fcMesh:
-			e.gens = append(e.gens, fastGen{&o.mesh.gen, o.x})
-			e.checks = append(e.checks, *o)
-		case fcVXLAN:
-			e.gens = append(e.gens, fastGen{&o.vx.fdbGen, o.x})
-			e.checks = append(e.checks, *o)
-		case fcDev, fcNeigh, fcARP, fcFDBAlive:
-			e.checks = append(e.checks, *o)
+			e.gen1(&o.seg.gen, o.x)
+			e.check(fastCheck{ref: o.seg, y: o.y})
+		case fcMesh, fcVXLAN:
+			if o.kind == fcMesh {
+				e.gen1(&o.mesh.gen, o.x)
+			} else {
+				e.gen1(&o.vx.fdbGen, o.x)
+			}
+			m := fastMesh{o.vx, o.mesh}
+			if !slices.Contains(e.meshes, m) {
+				e.meshes = append(e.meshes, m)
+			}
+		case fcDev:
+			e.check(fastCheck{ref: o.dev, x: o.x, mac: o.mac[0], b1: o.b1})
+		case fcNeigh:
+			e.check(fastCheck{ref: o.ne, mac: o.mac[0], state: o.state, b1: o.b1})
+		case fcARP:
+			e.check(fastCheck{ref: o.arp})
 		case fcStage:
-			e.checks = append(e.checks, *o)
-			e.xf = append(e.xf, *o)
+			e.xf = append(e.xf, fastXf{kind: fcStage, i: int32(len(e.fx))})
+			e.fx = append(e.fx, o.fx)
 		case feAdd:
 			e.adds = append(e.adds, fastAdd{o.a, o.b, o.x, o.y})
 		case ftRx, ftDeliver:
 			e.term = *o
-		default:
-			e.xf = append(e.xf, *o)
+		case feDecTTL:
+			e.xf = append(e.xf, fastXf{kind: o.kind})
+		case feMACs:
+			e.xf = append(e.xf, fastXf{kind: o.kind, mac: o.mac})
+		case feFDBTouch:
+			e.xf = append(e.xf, fastXf{kind: o.kind, ref: o.fe})
+		case feNeighUse:
+			e.xf = append(e.xf, fastXf{kind: o.kind, ref: o.ne})
+		case feEncap:
+			e.xf = append(e.xf, fastXf{kind: o.kind, ref: o.vx, dst: o.dst})
 		}
 	}
 }
 
-// fastTerminal records the hand-over of p to dev after delay, ending the
-// recording, then hands it over.
+func (e *fastEntry) gen1(p *uint64, v uint64) {
+	if !slices.Contains(e.gens, fastGen{p, v}) {
+		e.gens = append(e.gens, fastGen{p, v})
+	}
+}
+
+func (e *fastEntry) check(c fastCheck) {
+	if !slices.Contains(e.checks, c) {
+		e.checks = append(e.checks, c)
+	}
+}
+
+func packSysctls(s Sysctls) uint64 {
+	var x uint64
+	if s.IPForward {
+		x |= 1
+	}
+	if s.BridgeNFCallIPTables {
+		x |= 2
+	}
+	if s.EchoIgnoreBroadcasts {
+		x |= 4
+	}
+	return x | uint64(s.DefaultTTL)<<8
+}
+
+// fastRx hands p over to dev after delay; while recording, it records
+// the hand-over as the event's end first.
 func (w *Walk) fastRx(delay time.Duration, dev *Device, p *Packet) {
+	if w.rec != nil {
+		w.fastRxRecord(delay, dev, p)
+	}
+	w.e.ScheduleRx(delay, dev, p)
+}
+
+func (w *Walk) fastRxRecord(delay time.Duration, dev *Device, p *Packet) {
 	if r := w.recording(); r != nil {
 		o := r.op(ftRx)
 		o.dev, o.x = dev, uint64(delay)
@@ -445,11 +530,19 @@ func (w *Walk) fastRx(delay time.Duration, dev *Device, p *Packet) {
 	} else {
 		w.fastEnd(p, false)
 	}
-	w.e.ScheduleRx(delay, dev, p)
 }
 
-// fastReplay replays the recorded event for p entering at dev (nil: sent
-// by ns's stack) and reports whether it did.
+// fastPath replays the recorded event for p entering at dev (nil: sent
+// by ns's stack), or starts recording it, and reports whether it
+// replayed it.
+func (ns *Netns) fastPath(w *Walk, dev *Device, p *Packet) bool {
+	if ns.fastReplay(w, dev, p) {
+		return true
+	}
+	ns.fastStart(w, dev, p)
+	return false
+}
+
 func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 	t := ns.fast
 	if t == nil || p.CT.Entry != nil || p.delayedBy != nil || p.head+8*fastHdrWords > len(p.buf) {
@@ -476,9 +569,19 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 			return false
 		}
 	}
+	for _, m := range e.meshes {
+		if m.vx.mesh != m.mesh {
+			return false
+		}
+	}
 	now := w.e.now
 	for i := range e.checks {
-		if !e.checks[i].valid(w, now) {
+		if !e.checks[i].valid(now) {
+			return false
+		}
+	}
+	for i := range e.fx {
+		if !e.fx[i].R.Valid(w, &e.fx[i]) {
 			return false
 		}
 	}
@@ -493,17 +596,18 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 		o := &e.xf[i]
 		switch o.kind {
 		case fcStage:
-			o.fx.R.Apply(w, p, &o.fx)
+			fx := &e.fx[o.i]
+			fx.R.Apply(w, p, fx)
 		case feDecTTL:
 			decTTL(p.IPv4())
 		case feMACs:
 			p.SetMACs(o.mac[0], o.mac[1])
 		case feFDBTouch:
-			o.fe.updated = now
+			o.ref.(*fdbEntry).updated = now
 		case feNeighUse:
-			o.ne.used = now
+			o.ref.(*neighEntry).used = now
 		case feEncap:
-			o.vx.encap(p, o.dst)
+			o.ref.(*VXLAN).encap(p, o.dst)
 		}
 	}
 	e.meta.restore(p, e.ct)
@@ -515,39 +619,30 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 	return true
 }
 
-// valid evaluates a check (effects are always valid).
-func (o *fastOp) valid(w *Walk, now time.Duration) bool {
-	switch o.kind {
-	case fcNetns:
-		ns := o.ns
-		return ns.Routes.Gen() == o.y && ns.Sysctl == o.sys
-	case fcDev:
-		d := o.dev
-		return d.up && d.ns != nil && uint64(d.MTU) == o.x && d.MAC == o.mac[0] && d.Hairpin == o.b1 &&
-			len(d.rx) == 0 && len(d.tx) == 0
-	case fcNeigh:
-		ne := o.ne
-		if ne.removed || ne.state != o.state || ne.mac != o.mac[0] {
+// valid evaluates a check.
+func (c *fastCheck) valid(now time.Duration) bool {
+	switch r := c.ref.(type) {
+	case *Device:
+		// Its state, stages and namespace change through methods that
+		// change the engine's cfgGen; these fields can be set directly.
+		return uint64(r.MTU) == c.x && r.MAC == c.mac && r.Hairpin == c.b1
+	case *Netns:
+		return r.Routes.Gen() == c.y && packSysctls(r.Sysctl) == c.x
+	case *neighEntry:
+		if r.removed || r.state != c.state || r.mac != c.mac {
 			return false
 		}
 		// Where the walk ages the entry (neighOutput), it must not be due
 		// to turn STALE.
-		return !o.b1 || ne.state != NeighReachable || now-ne.confirmed <= ReachableTime
-	case fcARP:
-		return now < o.arp.nextPeriodic
-	case fcMesh:
-		return o.vx.mesh == o.mesh
-	case fcVXLAN:
-		return o.vx.mesh == o.mesh
-	case fcBridge:
-		return o.br.AgeingTime == time.Duration(o.y)
-	case fcFDBAlive:
-		fe := o.fe
-		return fe.local || fe.static || now-fe.updated <= o.br.AgeingTime
-	case fcSegment:
-		return o.seg.Latency == time.Duration(o.y)
-	case fcStage:
-		return o.fx.R == nil || o.fx.R.Valid(w, &o.fx)
+		return !c.b1 || r.state != NeighReachable || now-r.confirmed <= ReachableTime
+	case *ARPTable:
+		return now < r.nextPeriodic
+	case *bridge:
+		return r.AgeingTime == time.Duration(c.y)
+	case *fdbEntry:
+		return r.local || r.static || now-r.updated <= time.Duration(c.y)
+	case *Segment:
+		return r.Latency == time.Duration(c.y)
 	}
-	return true
+	return false
 }

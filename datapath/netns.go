@@ -638,10 +638,9 @@ func (ns *Netns) LocalOut(w *Walk, p *Packet) bool {
 // outside the stack (Send, SendPacket, a TCPConn) is checked, then sent.
 func (ns *Netns) sendLocal(w *Walk, p *Packet) {
 	if p.Trace == nil && !w.e.fastOff {
-		if ns.fastReplay(w, nil, p) {
+		if ns.fastPath(w, nil, p) {
 			return
 		}
-		ns.fastStart(w, nil, p)
 	}
 	tot, err := ValidateIPv4(p.Frame()[EthHdrLen:])
 	if err != nil {

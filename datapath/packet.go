@@ -176,8 +176,8 @@ type Pool struct {
 
 // Get returns an empty packet.
 func (pl *Pool) Get() *Packet {
-	if pl.eng != nil && pl.eng.rec != nil {
-		pl.eng.rec.fail = true
+	if pl.eng != nil && pl.eng.walk.rec != nil {
+		pl.eng.walk.rec.fail = true
 	}
 	if n := len(pl.free); n > 0 {
 		p := pl.free[n-1]
@@ -190,8 +190,8 @@ func (pl *Pool) Get() *Packet {
 
 // Put releases p. The caller must not use p afterwards.
 func (pl *Pool) Put(p *Packet) {
-	if pl.eng != nil && pl.eng.rec != nil {
-		pl.eng.rec.fail = true
+	if pl.eng != nil && pl.eng.walk.rec != nil {
+		pl.eng.walk.rec.fail = true
 	}
 	*p = Packet{buf: p.buf, head: Headroom, tail: Headroom, pool: pl}
 	pl.free = append(pl.free, p)

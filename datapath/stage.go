@@ -120,6 +120,28 @@ func (l *hookList) remove(name string) bool {
 }
 
 func (l hookList) run(w *Walk, p *Packet) Verdict {
+	if w.rec != nil {
+		return l.runRecording(w, p)
+	}
+	for i := range l {
+		e := &l[i]
+		if e.passPackets != nil {
+			*e.passPackets++
+			*e.passBytes += uint64(p.Len() - EthHdrLen)
+			continue
+		}
+		v := e.Stage.Process(w, p)
+		if v.Code != Continue {
+			return v
+		}
+	}
+	return VerdictContinue
+}
+
+// runRecording is run while the fast path records (fastpath.go): every
+// stage must be a FastStage whose effect can be repeated, or the
+// recording is abandoned.
+func (l hookList) runRecording(w *Walk, p *Packet) Verdict {
 	r := w.recording()
 	for i := range l {
 		e := &l[i]
@@ -164,6 +186,8 @@ type Walk struct {
 	// dev is the device whose rx or tx stages are running, for stages that
 	// record where they acted.
 	dev *Device
+	// rec is the fast path's recording in progress (fastpath.go).
+	rec *fastRec
 	// Chooser, when set, decides branch points (random endpoint choice)
 	// instead of the random source; explore mode uses it to enumerate every
 	// branch. It returns whether the branch taken with probability p matches.
