@@ -9,6 +9,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/datapath/nftables"
@@ -51,6 +52,55 @@ type iptablesProxier struct {
 	// (kube-proxy's lastIPTablesCleanup).
 	cleaned     bool
 	lastCleanup time.Duration
+	// lastRun is when the last sync ran; armed: the sync runner's
+	// maxInterval timer is pending.
+	lastRun time.Duration
+	armed   bool
+}
+
+// ProxyMaxSyncInterval is the longest kube-proxy's iptables proxier goes
+// without a sync: its sync runner (BoundedFrequencyRunner) runs
+// syncProxyRules when the last run is this old, whatever changed
+// (maxInterval: time.Hour in v1.28-v1.33, proxyutil.FullSyncPeriod
+// since). That sync is full (the last full sync is at least as old), so
+// every rule's counters start again. --iptables-sync-period (30 s) does
+// not make it sync: it is the canary check's interval (a sync only if the
+// KUBE-PROXY-CANARY chains were deleted), the retry delay after a failure
+// and, in large-cluster mode, the stale-chain cleanup interval.
+const ProxyMaxSyncInterval = time.Hour
+
+// proxyMaxInterval is the sync runner's maxInterval timer of one node.
+type proxyMaxInterval struct{ p *iptablesProxier }
+
+// Fire implements datapath.Timer: sync now if nothing ran for
+// ProxyMaxSyncInterval, else wait until then.
+func (m proxyMaxInterval) Fire(*datapath.Walk) {
+	p := m.p
+	p.armed = false
+	if p.n.Proxier != p || p.c.Node(p.n.Name) != p.n {
+		return // kube-proxy restarted (another proxier) or the node is gone
+	}
+	now := p.c.World.Now()
+	if due := p.lastRun + ProxyMaxSyncInterval; now < due {
+		p.arm(due - now)
+		return
+	}
+	if p.c.cp != nil {
+		p.c.cp.proxy.AddAfter(p.n.Name, 0)
+		return
+	}
+	_ = p.c.syncNode(p.n, p.c.snapshot())
+}
+
+// arm starts the maxInterval timer, to fire after d, unless it is pending.
+// It is a background event: an idle cluster settles, and advancing the
+// clock (RunFor) runs the syncs due on the way.
+func (p *iptablesProxier) arm(d time.Duration) {
+	if p.armed {
+		return
+	}
+	p.armed = true
+	p.c.World.Engine.ScheduleBackground(d, proxyMaxInterval{p})
 }
 
 // cleanupDue is kube-proxy's condition for deleting stale chains at a
@@ -104,6 +154,8 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		changed = p.c.proxyChangedServices(p.last, p.lastGen, snap, gen)
 	}
 	p.synced = false // until this sync succeeds
+	p.lastRun = now
+	p.arm(ProxyMaxSyncInterval)
 	cleaned := false
 	clean := func(large bool) bool {
 		cleaned = cleanupDue(large, p.cleaned, p.lastCleanup, now)

@@ -98,3 +98,39 @@ func TestCleanupDue(t *testing.T) {
 		assert.Equal(t, tc.want, cleanupDue(tc.large, tc.cleaned, tc.last, tc.now), "%+v", tc)
 	}
 }
+
+// TestProxyMaxIntervalSync: an idle cluster settles (the sync runner's
+// timer is a background event), and kube-proxy syncs on its own only when
+// nothing ran for an hour (its sync runner's maxInterval; not every
+// --iptables-sync-period): that sync is full, so the counters of every
+// kube-proxy chain start again, with the rulesets shared and without.
+func TestProxyMaxIntervalSync(t *testing.T) {
+	for _, share := range []bool{true, false} {
+		c := partialCluster(t, share)
+		require.NoError(t, c.Settle())
+		client := c.Nodes()[0].Pods()[0]
+		_, err := client.Netns.DialTCP(client.IP, c.Service("ns", "a").ClusterIP(), 40000, 80, 1, nil)
+		require.NoError(t, err)
+		require.NoError(t, c.World.Run())
+		n0 := c.Nodes()[0]
+		p := n0.Proxier.(*iptablesProxier)
+		svcA := "KUBE-SVC-" + svcChainHash(t, n0, "ns/a")
+		nat := func() string { return n0.Netfilter.Save(netfilter.SaveOptions{Counters: true, Tables: []string{"nat"}}) }
+		before := counterOf(nat(), svcA)
+		require.NotEqual(t, "[0:0]", before)
+		last := p.lastRun
+
+		require.NoError(t, c.RunFor(last+ProxyMaxSyncInterval-c.World.Now()-time.Second))
+		assert.Equal(t, last, p.lastRun, "share %v: no sync for %v (none every %v)", share, ProxyMaxSyncInterval, ProxySyncPeriod)
+		assert.Equal(t, before, counterOf(nat(), svcA), "share %v", share)
+
+		require.NoError(t, c.RunFor(2*time.Second))
+		assert.Equal(t, last+ProxyMaxSyncInterval, p.lastRun, "share %v: the sync runner's maxInterval", share)
+		assert.Equal(t, p.lastRun, p.lastFull, "share %v: a full sync", share)
+		assert.Equal(t, "[0:0]", counterOf(nat(), svcA), "share %v: every chain rewritten", share)
+		for _, n := range c.Nodes() {
+			assert.Equal(t, p.lastRun, n.Proxier.(*iptablesProxier).lastRun, "share %v: %s too", share, n.Name)
+		}
+		require.NoError(t, c.proxyError())
+	}
+}
