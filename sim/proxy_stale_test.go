@@ -115,7 +115,9 @@ func TestProxyMaxIntervalSync(t *testing.T) {
 		n0 := c.Nodes()[0]
 		p := n0.Proxier.(*iptablesProxier)
 		svcA := "KUBE-SVC-" + svcChainHash(t, n0, "ns/a")
-		nat := func() string { return n0.Netfilter.Save(netfilter.SaveOptions{Counters: true, Tables: []string{"nat"}}) }
+		nat := func() string {
+			return n0.Netfilter.Save(netfilter.SaveOptions{Counters: true, Tables: []string{"nat"}})
+		}
 		before := counterOf(nat(), svcA)
 		require.NotEqual(t, "[0:0]", before)
 		last := p.lastRun
