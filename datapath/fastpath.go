@@ -211,6 +211,9 @@ type fastEntry struct {
 	gen    uint64
 	ipOK   bool // the walk validated the IPv4 header
 	gens   []fastGen
+	devs   []fastDev
+	nss    []fastNetns
+	neighs []fastNeigh
 	checks []fastCheck
 	meshes []fastMesh
 	fx     []Effect
@@ -227,13 +230,37 @@ type fastGen struct {
 	v uint64
 }
 
-// fastCheck is a check on one object; its type says which (see valid).
-type fastCheck struct {
-	ref   any
-	x, y  uint64
+// fastDev holds while the device's MTU, MAC and hairpin flag, the
+// fields that can be set directly, are as they were.
+type fastDev struct {
+	d       *Device
+	mtu     int
+	mac     MAC
+	hairpin bool
+}
+
+// fastNetns holds while the namespace's routes and sysctls are as they
+// were (its addresses are a fastGen).
+type fastNetns struct {
+	ns   *Netns
+	rgen uint64
+	sys  Sysctls
+}
+
+// fastNeigh holds while the neighbour entry is in the table in the same
+// state with the same address and, where the walk aged it, not due to
+// turn STALE.
+type fastNeigh struct {
+	e     *neighEntry
 	mac   MAC
 	state NeighState
-	b1    bool
+	aged  bool
+}
+
+// fastCheck is a check on one object; its type says which (see valid).
+type fastCheck struct {
+	ref any
+	y   uint64
 }
 
 // fastMesh holds while the VXLAN device is (or is not) in the mesh.
@@ -436,12 +463,15 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	e := *sl
 	e.key, e.gen, e.ipOK, e.meta, e.ct = r.key, r.gen, r.ipOK, metaOf(p), p.CT.Entry
 	e.gens, e.checks, e.meshes, e.fx, e.adds, e.xf = e.gens[:0], e.checks[:0], e.meshes[:0], e.fx[:0], e.adds[:0], e.xf[:0]
+	e.devs, e.nss, e.neighs = e.devs[:0], e.nss[:0], e.neighs[:0]
 	for i := range r.ops[:r.n] {
 		o := &r.ops[i]
 		switch o.kind {
 		case fcNetns:
 			e.gen1(&o.ns.addrGen, o.x)
-			e.check(fastCheck{ref: o.ns, y: o.y, x: packSysctls(o.sys)})
+			if c := (fastNetns{o.ns, o.y, o.sys}); !slices.Contains(e.nss, c) {
+				e.nss = append(e.nss, c)
+			}
 		case fcBridge:
 			e.gen1(&o.br.gen, o.x)
 			e.check(fastCheck{ref: o.br, y: o.y})
@@ -461,9 +491,13 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 				e.meshes = append(e.meshes, m)
 			}
 		case fcDev:
-			e.check(fastCheck{ref: o.dev, x: o.x, mac: o.mac[0], b1: o.b1})
+			if c := (fastDev{o.dev, int(o.x), o.mac[0], o.b1}); !slices.Contains(e.devs, c) {
+				e.devs = append(e.devs, c)
+			}
 		case fcNeigh:
-			e.check(fastCheck{ref: o.ne, mac: o.mac[0], state: o.state, b1: o.b1})
+			if c := (fastNeigh{o.ne, o.mac[0], o.state, o.b1}); !slices.Contains(e.neighs, c) {
+				e.neighs = append(e.neighs, c)
+			}
 		case fcARP:
 			e.check(fastCheck{ref: o.arp})
 		case fcStage:
@@ -497,20 +531,6 @@ func (e *fastEntry) check(c fastCheck) {
 	if !slices.Contains(e.checks, c) {
 		e.checks = append(e.checks, c)
 	}
-}
-
-func packSysctls(s Sysctls) uint64 {
-	var x uint64
-	if s.IPForward {
-		x |= 1
-	}
-	if s.BridgeNFCallIPTables {
-		x |= 2
-	}
-	if s.EchoIgnoreBroadcasts {
-		x |= 4
-	}
-	return x | uint64(s.DefaultTTL)<<8
 }
 
 // fastRx hands p over to dev after delay; while recording, it records
@@ -574,7 +594,26 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 			return false
 		}
 	}
+	for _, c := range e.nss {
+		if c.ns.Routes.Gen() != c.rgen || c.ns.Sysctl != c.sys {
+			return false
+		}
+	}
+	for _, c := range e.devs {
+		// Its state, stages and namespace change through methods that
+		// change the engine's cfgGen; these fields can be set directly.
+		if d := c.d; d.MTU != c.mtu || d.MAC != c.mac || d.Hairpin != c.hairpin {
+			return false
+		}
+	}
 	now := w.e.now
+	for _, c := range e.neighs {
+		n := c.e
+		if n.removed || n.state != c.state || n.mac != c.mac ||
+			(c.aged && n.state == NeighReachable && now-n.confirmed > ReachableTime) {
+			return false
+		}
+	}
 	for i := range e.checks {
 		if !e.checks[i].valid(now) {
 			return false
@@ -622,19 +661,6 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 // valid evaluates a check.
 func (c *fastCheck) valid(now time.Duration) bool {
 	switch r := c.ref.(type) {
-	case *Device:
-		// Its state, stages and namespace change through methods that
-		// change the engine's cfgGen; these fields can be set directly.
-		return uint64(r.MTU) == c.x && r.MAC == c.mac && r.Hairpin == c.b1
-	case *Netns:
-		return r.Routes.Gen() == c.y && packSysctls(r.Sysctl) == c.x
-	case *neighEntry:
-		if r.removed || r.state != c.state || r.mac != c.mac {
-			return false
-		}
-		// Where the walk ages the entry (neighOutput), it must not be due
-		// to turn STALE.
-		return !c.b1 || r.state != NeighReachable || now-r.confirmed <= ReachableTime
 	case *ARPTable:
 		return now < r.nextPeriodic
 	case *bridge:
