@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -581,6 +582,69 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	return p, nil
+}
+
+// AddPods creates several pods at once, as a controller scaling up does,
+// and runs the world until they settle: the kubelets start them together
+// (one PodStartDelay for all, where AddPod after AddPod spends one each).
+// The specs are checked first, as AddPod checks one (name, duplicates
+// among them too, node); a bad one creates none. A pod that does not
+// reach Running is deleted again, as with AddPod; the others stay, and
+// the error joins the reasons.
+func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
+	seen := map[string]bool{}
+	for i := range specs {
+		spec := &specs[i]
+		if spec.Namespace == "" {
+			spec.Namespace = "default"
+		}
+		obj := "pod " + spec.Namespace + "/" + spec.Name
+		if spec.Name == "" {
+			return nil, &ConfigError{Object: "pod", Field: "metadata.name", Msg: "required"}
+		}
+		if c.Pod(spec.Namespace, spec.Name) != nil || seen[spec.Namespace+"/"+spec.Name] {
+			return nil, &ConfigError{Object: obj, Msg: "already exists"}
+		}
+		seen[spec.Namespace+"/"+spec.Name] = true
+		if spec.Node != "" && c.Node(spec.Node) == nil {
+			return nil, &ConfigError{Object: obj, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
+		}
+	}
+	for _, spec := range specs {
+		if _, ok := c.API.Peek("Namespace", "", spec.Namespace); !ok {
+			if _, err := c.API.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Namespace}}); err != nil {
+				return nil, &ConfigError{Object: "pod " + spec.Namespace + "/" + spec.Name, Msg: err.Error()}
+			}
+		}
+		if err := c.API.Submit(podObject(spec)); err != nil {
+			return nil, &ConfigError{Object: "pod " + spec.Namespace + "/" + spec.Name, Msg: err.Error()}
+		}
+	}
+	if err := c.Settle(); err != nil {
+		return nil, err
+	}
+	out := make([]*Pod, 0, len(specs))
+	var errs []error
+	for _, spec := range specs {
+		p := c.Pod(spec.Namespace, spec.Name)
+		if p == nil {
+			errs = append(errs, c.podError(spec.Namespace, spec.Name))
+			_ = c.API.DeleteNow("Pod", spec.Namespace, spec.Name)
+			delete(c.started, spec.Namespace+"/"+spec.Name)
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(errs) > 0 {
+		if err := c.Settle(); err != nil {
+			return nil, err
+		}
+		return out, errors.Join(errs...)
+	}
+	if err := c.proxyError(); err != nil {
+		return out, &ConfigError{Object: "pods", Msg: err.Error()}
+	}
+	return out, nil
 }
 
 // runPod is the container runtime's part for a pod bound to n: the

@@ -8,6 +8,7 @@ import (
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestPodByNameAcrossNamespacesAndDeletes(t *testing.T) {
@@ -86,4 +87,39 @@ func TestContainerIDFormat(t *testing.T) {
 	for _, i := range []int{0, 1, 15, 16, 255, 256, 4096} {
 		require.Equal(t, fmt.Sprintf("%02x", i), hex2(i))
 	}
+}
+
+// AddPods starts several pods together: each running, as AddPod would
+// start it; a bad spec creates none; a pod that cannot start is deleted
+// again and named in the error while the others run.
+func TestAddPods(t *testing.T) {
+	c, _, _ := twoPods(t, false)
+	web := []Container{{Name: "web", Ports: []ContainerPort{{Name: "http", ContainerPort: 80}}}}
+	_, err := c.AddPods([]PodSpec{{Namespace: "ns", Name: "a", Node: "n1"}, {Namespace: "ns", Name: "a", Node: "n1"}})
+	require.EqualError(t, err, "pod ns/a: already exists")
+	_, err = c.AddPods([]PodSpec{{Namespace: "ns", Name: "a", Node: "n1"}, {Namespace: "ns", Name: "b", Node: "nope"}})
+	require.EqualError(t, err, `pod ns/b: spec.nodeName: node "nope" does not exist`)
+	require.Nil(t, c.Pod("ns", "a"), "a bad spec creates none")
+
+	before := c.World.Now()
+	pods, err := c.AddPods([]PodSpec{{Namespace: "shop", Name: "a", Node: "n1", Containers: web}, {Namespace: "shop", Name: "b", Node: "n1", Containers: web}})
+	require.NoError(t, err)
+	require.Len(t, pods, 2)
+	for i, p := range pods {
+		require.Same(t, c.Pod("shop", []string{"a", "b"}[i]), p)
+		require.True(t, p.IP.IsValid())
+		o, ok := c.API.Peek("Pod", "shop", p.Spec.Name)
+		require.True(t, ok)
+		require.Equal(t, "Running", string(o.(*corev1.Pod).Status.Phase))
+	}
+	require.Less(t, c.World.Now()-before, 2*PodStartDelay, "started together")
+
+	clash := []Container{{Name: "x", Ports: []ContainerPort{{ContainerPort: 80}}}, {Name: "y", Ports: []ContainerPort{{ContainerPort: 80}}}}
+	pods, err = c.AddPods([]PodSpec{{Namespace: "shop", Name: "ok", Node: "n1"}, {Namespace: "shop", Name: "clash", Node: "n1", Containers: clash}})
+	require.ErrorContains(t, err, "pod shop/clash")
+	require.Len(t, pods, 1)
+	require.NotNil(t, c.Pod("shop", "ok"))
+	require.Nil(t, c.Pod("shop", "clash"))
+	_, stored := c.API.Peek("Pod", "shop", "clash")
+	require.False(t, stored, "deleted again")
 }
