@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -595,4 +596,44 @@ func TestMasqueradeOutOfDeviceWithoutAddress(t *testing.T) {
 func pkts(ch *Chain, i int) uint64 {
 	p, _ := ch.RuleCounters(i)
 	return p
+}
+
+// Check's memo answers as parsing the arguments again would, through
+// rules added and deleted and the jump target deleted and made again;
+// a rule naming an ipset is not memoized.
+func TestCheckMemoAnswersAsParsing(t *testing.T) {
+	nf := newNF(t)
+	jump := []string{"-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"no target chain", func() error { return nil }},
+		{"target made", func() error { return nf.Exec(NAT, "-N", "KUBE-SERVICES") }},
+		{"rule inserted", func() error { return nf.Exec(NAT, append([]string{"-I", "OUTPUT"}, jump...)...) }},
+		{"rule deleted", func() error { return nf.Exec(NAT, append([]string{"-D", "OUTPUT"}, jump...)...) }},
+		{"target deleted", func() error { return nf.Exec(NAT, "-X", "KUBE-SERVICES") }},
+		{"target made again", func() error { return nf.Exec(NAT, "-N", "KUBE-SERVICES") }},
+		{"rule appended", func() error { return nf.Exec(NAT, append([]string{"-A", "OUTPUT"}, jump...)...) }},
+	}
+	answer := func(args []string) string {
+		ok, err := nf.Check(NAT, "OUTPUT", args...)
+		return fmt.Sprint(ok, err)
+	}
+	key := NAT + "\x00OUTPUT\x00" + strings.Join(jump, "\x00")
+	hits := 0
+	for _, st := range steps {
+		require.NoError(t, st.do(), st.name)
+		// The memo left by the step before, then a fresh parse.
+		if _, ok := nf.checked[key]; ok {
+			hits++
+		}
+		got := answer(jump)
+		nf.checked = nil
+		assert.Equal(t, answer(jump), got, "%s: memoized answer", st.name)
+	}
+	assert.Positive(t, hits, "the memo was used")
+	set := []string{"-m", "set", "--match-set", "KUBE-CLUSTER-IP", "dst,dst", "-j", "ACCEPT"}
+	_ = answer(set)
+	assert.NotContains(t, nf.checked, NAT+"\x00OUTPUT\x00"+strings.Join(set, "\x00"), "a rule naming an ipset is parsed every time")
 }

@@ -213,7 +213,18 @@ type Netfilter struct {
 	// natLookups are the nat-type tables consulted at each hook, in
 	// priority order; the entry with a nil lookup is iptable_nat itself.
 	natLookups [5][]natLookup
+	// checked memoizes Check: the rule text iptables-save prints for a
+	// rule given as arguments, so that kube-proxy's jump rules, checked
+	// at every full sync, are parsed once per namespace.
+	checked map[string]checkedRule
 }
+
+// checkedRule is what parsing one Check's arguments gave: the rule's
+// text and the user chain it jumps to ("" for none).
+type checkedRule struct{ text, target string }
+
+// checkedMax bounds the Check memo.
+const checkedMax = 64
 
 // NATLookup is a nat-type table of another packet filter (an nftables nat
 // base chain) sharing the kernel's NAT core with iptable_nat. The NAT core

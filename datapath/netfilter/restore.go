@@ -802,19 +802,54 @@ func (nf *Netfilter) Check(table, chain string, args ...string) (bool, error) {
 	if t == nil {
 		return false, &ParseError{Text: table, Msg: "Table does not exist"}
 	}
-	st := nf.stage(t, RestoreOptions{Noflush: true})
 	c := t.lookup(chain)
 	if c == nil {
 		return false, &ParseError{Text: chain, Msg: errorf("chain `%s' does not exist (No chain/target/match by that name)", chain).Error()}
 	}
+	key := table + "\x00" + chain + "\x00" + strings.Join(args, "\x00")
+	// A memoized rule parses the same while the chain it jumps to is
+	// there: nothing else it names (no ipset, no recent table) is looked
+	// up when it is parsed.
+	if m, ok := nf.checked[key]; ok && (m.target == "" || t.lookup(m.target) != nil) {
+		return c.hasRuleText(m.text), nil
+	}
+	st := nf.stage(t, RestoreOptions{Noflush: true})
 	r, err := st.parseRule(nf, c, args)
 	if err != nil {
 		return false, &ParseError{Text: strings.Join(args, " "), Msg: err.Error()}
 	}
+	if r.memoizable() {
+		if nf.checked == nil || len(nf.checked) >= checkedMax {
+			nf.checked = map[string]checkedRule{}
+		}
+		m := checkedRule{text: r.text}
+		if r.target.chain != nil {
+			m.target = r.target.chain.Name
+		}
+		nf.checked[key] = m
+	}
+	return c.hasRuleText(r.text), nil
+}
+
+// hasRuleText reports whether c holds a rule iptables-save prints as text
+// (iptables -C compares the rule given with each rule of the chain).
+func (c *Chain) hasRuleText(text string) bool {
 	for _, o := range c.rules {
-		if o.text == r.text {
-			return true, nil
+		if o.text == text {
+			return true
 		}
 	}
-	return false, nil
+	return false
+}
+
+// memoizable reports whether parsing r's arguments again would give the
+// same rule while its jump target exists: it names no ipset and no
+// recent table, whose existence and state parsing consults.
+func (r *Rule) memoizable() bool {
+	for _, m := range r.ms {
+		if n := m.name(); n == "set" || n == "recent" {
+			return false
+		}
+	}
+	return true
 }
