@@ -465,7 +465,6 @@ func (r *Rule) shareable() bool {
 // chain below it are the same chains).
 func (s *Shared) summarize(reuse map[string]*Chain) {
 	s.allowed, s.height = make(map[*Chain]uint8, len(s.names)), make(map[*Chain]int, len(s.names))
-	const all = uint8(1<<(5) - 1)
 	state := make(map[*Chain]uint8, len(s.names))
 	for _, c := range reuse {
 		if o := c.shared; o != nil && !o.loops {
@@ -474,36 +473,44 @@ func (s *Shared) summarize(reuse map[string]*Chain) {
 			}
 		}
 	}
-	var visit func(c *Chain)
-	visit = func(c *Chain) {
-		state[c] = 1
-		mask, h := all, 0
-		for _, r := range c.rules {
-			if ok, restricted := hookOK[r.target.kind]; restricted {
-				mask &= ok.mask
-			}
-			tc := r.target.chain
-			if tc == nil {
-				continue
-			}
+	every := func(*Chain) bool { return true }
+	for _, name := range s.names {
+		if c := s.chains[name]; state[c] == 0 {
+			s.summarizeChain(c, state, every)
+		}
+	}
+}
+
+// summarizeChain computes allowed and height for c, depth first: first for
+// the chains it jumps to that are not summarized yet (state 0; 1 is on the
+// way, a loop; 2 done) among those visit admits, the others keeping the
+// summary they have.
+func (s *Shared) summarizeChain(c *Chain, state map[*Chain]uint8, visit func(*Chain) bool) {
+	const all = uint8(1<<(5) - 1)
+	state[c] = 1
+	mask, h := all, 0
+	for _, r := range c.rules {
+		if ok, restricted := hookOK[r.target.kind]; restricted {
+			mask &= ok.mask
+		}
+		tc := r.target.chain
+		if tc == nil {
+			continue
+		}
+		if visit(tc) {
 			switch state[tc] {
 			case 1:
 				s.loops = true
 				continue
 			case 0:
-				visit(tc)
+				s.summarizeChain(tc, state, visit)
 			}
-			mask &= s.allowed[tc]
-			h = max(h, 1+s.height[tc])
 		}
-		s.allowed[c], s.height[c] = mask, h
-		state[c] = 2
+		mask &= s.allowed[tc]
+		h = max(h, 1+s.height[tc])
 	}
-	for _, name := range s.names {
-		if c := s.chains[name]; state[c] == 0 {
-			visit(c)
-		}
-	}
+	s.allowed[c], s.height[c] = mask, h
+	state[c] = 2
 }
 
 // RestoreShared loads the shared rulesets, at most one per table, as
@@ -960,38 +967,11 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	}
 	// Summaries: the chains not replaced keep theirs (nothing below them
 	// changed).
-	const all = uint8(1<<(5) - 1)
 	state := make(map[*Chain]uint8, len(repl))
-	var visit func(c *Chain)
-	visit = func(c *Chain) {
-		state[c] = 1
-		mask, h := all, 0
-		for _, r := range c.rules {
-			if ok, restricted := hookOK[r.target.kind]; restricted {
-				mask &= ok.mask
-			}
-			tc := r.target.chain
-			if tc == nil {
-				continue
-			}
-			if repl[tc.Name] == tc {
-				switch state[tc] {
-				case 1:
-					s.loops = true
-					continue
-				case 0:
-					visit(tc)
-				}
-			}
-			mask &= s.allowed[tc]
-			h = max(h, 1+s.height[tc])
-		}
-		s.allowed[c], s.height[c] = mask, h
-		state[c] = 2
-	}
+	replaced := func(tc *Chain) bool { return repl[tc.Name] == tc }
 	for _, name := range slices.Sorted(maps.Keys(repl)) {
 		if c := repl[name]; state[c] == 0 {
-			visit(c)
+			s.summarizeChain(c, state, replaced)
 		}
 	}
 	s.reused, s.patched = len(s.names)-len(repl), true
