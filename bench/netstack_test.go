@@ -38,17 +38,17 @@ func netstackWorld(b *testing.B) (*scenarios.Reference, *netstack.Stack) {
 	return r, client
 }
 
-// loop runs f b.N times and reports CPU time per request (cpu-ns/GET)
-// beside ns/op: on a shared machine wall-clock time waits for other
-// people's processes.
-func loop(b *testing.B, f func()) {
+// loop runs f b.N times and reports CPU time per call (unit, e.g.
+// cpu-ns/GET) beside ns/op: on a shared machine wall-clock time waits for
+// other people's processes.
+func loop(b *testing.B, unit string, f func()) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := cpuTime()
 	for range b.N {
 		f()
 	}
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/GET")
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), unit)
 }
 
 func get(b *testing.B, c *http.Client, url string) {
@@ -72,7 +72,7 @@ func BenchmarkNetstackGETPersistent(b *testing.B) {
 	_, client := netstackWorld(b)
 	c := client.HTTPClient(0)
 	get(b, c, "http://10.111.80.136/")
-	loop(b, func() { get(b, c, "http://10.111.80.136/") })
+	loop(b, "cpu-ns/GET", func() { get(b, c, "http://10.111.80.136/") })
 }
 
 // BenchmarkNetstackGETFresh is one GET on a new connection each time:
@@ -83,7 +83,7 @@ func BenchmarkNetstackGETFresh(b *testing.B) {
 	t.DisableKeepAlives()
 	c := &http.Client{Transport: t}
 	get(b, c, "http://10.111.80.136/")
-	loop(b, func() { get(b, c, "http://10.111.80.136/") })
+	loop(b, "cpu-ns/GET", func() { get(b, c, "http://10.111.80.136/") })
 }
 
 // BenchmarkNetstackLookup is one name lookup from the client pod as glibc
@@ -109,11 +109,5 @@ func BenchmarkNetstackLookup(b *testing.B) {
 		}
 	}
 	lookup()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	for range b.N {
-		lookup()
-	}
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/lookup")
+	loop(b, "cpu-ns/lookup", lookup)
 }

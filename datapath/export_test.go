@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -18,43 +19,23 @@ func (ns *Netns) StateDigest() string {
 	for _, d := range ns.devs {
 		fmt.Fprintf(&b, "dev %s up %v mtu %d mac %s stats %+v\n", d.Name, d.up, d.MTU, d.MAC, d.Stats)
 		if d.br != nil {
-			keys := make([]uint64, 0, len(d.br.fdb))
-			for k := range d.br.fdb {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(d.br.fdb)) {
 				e := d.br.fdb[k]
 				fmt.Fprintf(&b, "  fdb %s port %s local %v static %v updated %d\n", macFromKey(k), e.port.Name, e.local, e.static, e.updated)
 			}
 		}
 		if d.vx != nil {
-			keys := make([]uint64, 0, len(d.vx.fdb))
-			for k := range d.vx.fdb {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(d.vx.fdb)) {
 				fmt.Fprintf(&b, "  vxfdb %s %v\n", macFromKey(k), d.vx.fdb[k])
 			}
 		}
 		if s := d.seg; s != nil {
-			keys := make([]uint64, 0, len(s.fdb))
-			for k := range s.fdb {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(s.fdb)) {
 				fmt.Fprintf(&b, "  segfdb %s %s\n", macFromKey(k), s.fdb[k].Name)
 			}
 		}
 	}
-	keys := make([]neighKey, 0, len(ns.neigh.m))
-	for k := range ns.neigh.m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(ns.neigh.m)) {
 		e := ns.neigh.m[k]
 		fmt.Fprintf(&b, "neigh %v dev %s %s %s confirmed %d updated %d used %d probes %d queued %d\n",
 			k.ip(), e.dev.Name, e.state, e.mac, e.confirmed, e.updated, e.used, e.probes, len(e.queue))
