@@ -609,9 +609,13 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 	now := w.e.now
 	for _, c := range e.neighs {
 		n := c.e
-		if n.removed || n.state != c.state || n.mac != c.mac ||
-			(c.aged && n.state == NeighReachable && now-n.confirmed > ReachableTime) {
+		if n.removed || n.state != c.state || n.mac != c.mac {
 			return false
+		}
+		if c.aged {
+			if st, _ := n.stateAt(now); st != n.state {
+				return false
+			}
 		}
 	}
 	for i := range e.checks {
