@@ -260,31 +260,44 @@ func openCapture(ns string, pt point) (*capture, error) {
 	return &capture{pt: pt, fd: fd}, nil
 }
 
-// run collects frames until stop.
+// run collects frames until stop, then drains what is already queued: a
+// capture goroutine scheduled late on a loaded machine must still see the
+// frames the kernel queued to its socket inside the window.
 func (c *capture) run(stop time.Time) {
 	buf := make([]byte, 65536)
 	oob := make([]byte, 256)
 	for time.Now().Before(stop) {
-		n, oobn, _, from, err := unix.Recvmsg(c.fd, buf, oob, 0)
-		if err != nil {
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				continue
-			}
-			c.err = err
+		if !c.recv(buf, oob, 0) {
 			return
 		}
-		if isIgnored(buf[:n]) {
-			continue
-		}
-		f := frame{B: append([]byte(nil), buf[:n]...)}
-		if sll, ok := from.(*unix.SockaddrLinklayer); ok && sll.Pkttype == unix.PACKET_OUTGOING {
-			f.Out = true
-		}
-		if partial(oob[:oobn]) {
-			f.CsumCompleted = completeChecksum(f.B)
-		}
-		c.frames = append(c.frames, f)
 	}
+	for c.recv(buf, oob, unix.MSG_DONTWAIT) {
+	}
+}
+
+// recv reads one frame into c.frames. It reports false when the read
+// failed for good, or, with MSG_DONTWAIT, when nothing is queued.
+func (c *capture) recv(buf, oob []byte, flags int) bool {
+	n, oobn, _, from, err := unix.Recvmsg(c.fd, buf, oob, flags)
+	if err != nil {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			return flags&unix.MSG_DONTWAIT == 0
+		}
+		c.err = err
+		return false
+	}
+	if isIgnored(buf[:n]) {
+		return true
+	}
+	f := frame{B: append([]byte(nil), buf[:n]...)}
+	if sll, ok := from.(*unix.SockaddrLinklayer); ok && sll.Pkttype == unix.PACKET_OUTGOING {
+		f.Out = true
+	}
+	if partial(oob[:oobn]) {
+		f.CsumCompleted = completeChecksum(f.B)
+	}
+	c.frames = append(c.frames, f)
+	return true
 }
 
 // partial reports whether the auxdata says the checksum is not ready.
