@@ -110,7 +110,7 @@ type Cluster struct {
 	flannel    *flanneld
 	proxyConf  *string            // the kube-proxy ConfigMap's config.conf, as kube-proxy would read it
 	snap       kubeproxy.Snapshot // kube-proxy's view, cached
-	snapGen    uint64             // bumped by every Service or EndpointSlice event
+	snapGen    uint64             // bumped by every Service or EndpointSlice event, and only by them
 	snapAt     uint64
 	snapValid  bool
 	// proxyShare is kube-proxy's rules generated and compiled once for

@@ -138,6 +138,7 @@ func (c *Cluster) observeService(ev watch.Event) {
 		c.services = append(c.services, s)
 	}
 	c.logProxyChange(k)
+	c.snapGen++
 	c.queueProxySync()
 }
 
@@ -164,17 +165,22 @@ func (c *Cluster) observeSlice(ev watch.Event) {
 		c.slices[k] = list
 	}
 	c.logProxyChange(k)
+	c.snapGen++
 	c.queueProxySync()
 }
 
 // queueProxySync wakes kube-proxy on the named nodes (all when none is
 // named), each no sooner than ProxyMinSyncPeriod after its last sync.
+// It leaves the snapshot generation alone: only a Service or
+// EndpointSlice event changes what kube-proxy syncs (the callers above
+// bump it), so the nodes that join between two such events sync the same
+// generation and share what is computed per pair of generations (the
+// Services changed, the stale UDP flows, the compiled rules).
 func (c *Cluster) queueProxySync(nodes ...string) {
 	cp := c.cp
 	if cp == nil {
 		return
 	}
-	c.snapGen++
 	if len(nodes) == 0 {
 		if cp.allQueued == len(c.nodes) && cp.allQueued > 0 {
 			return
