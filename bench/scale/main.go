@@ -38,6 +38,7 @@ func main() {
 	services := flag.Int("services", 10000, "ClusterIP Services")
 	endpoints := flag.Int("endpoints", 3, "endpoints per Service")
 	packets := flag.Int("packets", 20000, "established packets timed")
+	rollout := flag.String("rollout", "waves", "how the pods are created: waves (AddPods of one pod per node at a time: every kubelet starts one pod per PodStartDelay, 30 virtual seconds for 30 pods a node) or one (AddPod after AddPod, a second of virtual time each)")
 	child := flag.Bool("child", false, "run one size in this process (internal)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the child to this file (one size only)")
 	memlimit := flag.String("memlimit", "", "the Go runtime's soft memory limit in the child (GOMEMLIMIT syntax: 3584MiB; empty: none)")
@@ -64,7 +65,12 @@ func main() {
 		}
 		if err == nil {
 			memProfile = *memprofile
-			err = run(n, *pods, *services, *endpoints, *packets)
+			switch *rollout {
+			case "waves", "one":
+				err = run(n, *pods, *services, *endpoints, *packets, *rollout == "waves")
+			default:
+				err = fmt.Errorf("-rollout %q: want waves or one", *rollout)
+			}
 		}
 		if err != nil {
 			pprof.StopCPUProfile()
@@ -78,7 +84,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%d pods/node, %d Services x %d endpoints, GOMAXPROCS %d", *pods, *services, *endpoints, runtime.GOMAXPROCS(0))
+	fmt.Printf("%d pods/node (rollout %s), %d Services x %d endpoints, GOMAXPROCS %d", *pods, *rollout, *services, *endpoints, runtime.GOMAXPROCS(0))
 	if *memlimit != "" {
 		fmt.Printf(", memory limit %s", *memlimit)
 	}
@@ -86,7 +92,7 @@ func main() {
 	fmt.Println("| nodes | pods | build | nodes / pods / services phase | peak RSS | established walk | one endpoint change, settled on every node | full re-sync, no change |")
 	fmt.Println("|---:|---:|---:|---|---:|---:|---:|---:|")
 	for _, s := range strings.Split(*nodes, ",") {
-		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-memprofile", *memprofile, "-memlimit", *memlimit, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
+		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-memprofile", *memprofile, "-memlimit", *memlimit, "-rollout", *rollout, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
 			"-endpoints", strconv.Itoa(*endpoints), "-packets", strconv.Itoa(*packets))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -100,7 +106,7 @@ func main() {
 var memProfile string
 
 // run builds one cluster and prints its table row.
-func run(nodes, podsPerNode, services, endpoints, packets int) error {
+func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error {
 	cfg := sim.DefaultConfig()
 	cfg.Seed = 1
 	cfg.ClusterCIDR = netip.MustParsePrefix("10.64.0.0/11") // 8,192 node /24s
@@ -125,10 +131,31 @@ func run(nodes, podsPerNode, services, endpoints, packets int) error {
 	total := nodes * podsPerNode
 	groups := max(total/endpoints, 1)
 	web := []sim.Container{{Name: "web", Ports: []sim.ContainerPort{{Name: "http", ContainerPort: 80}}}}
-	for j := 0; j < total; j++ {
-		if _, err := c.AddPod(sim.PodSpec{Namespace: "scale", Name: fmt.Sprintf("pod-%06d", j), Node: fmt.Sprintf("node-%05d", j%nodes),
-			Labels: map[string]string{"group": strconv.Itoa((j / endpoints) % groups)}, Containers: web}); err != nil {
-			return err
+	spec := func(j int) sim.PodSpec {
+		return sim.PodSpec{Namespace: "scale", Name: fmt.Sprintf("pod-%06d", j), Node: fmt.Sprintf("node-%05d", j%nodes),
+			Labels: map[string]string{"group": strconv.Itoa((j / endpoints) % groups)}, Containers: web}
+	}
+	if waves {
+		// A wave is one pod per node, created together and started by
+		// every kubelet in parallel (one PodStartDelay per wave): what
+		// workloads scaled up together look like to the nodes, with the
+		// scheduler bypassed (spec.nodeName set) and no workload objects.
+		// 30 waves are 30 virtual seconds, so no kube-proxy reaches its
+		// hourly sync while the pods start.
+		for w := 0; w < total; w += nodes {
+			batch := make([]sim.PodSpec, 0, nodes)
+			for j := w; j < min(w+nodes, total); j++ {
+				batch = append(batch, spec(j))
+			}
+			if _, err := c.AddPods(batch); err != nil {
+				return err
+			}
+		}
+	} else {
+		for j := 0; j < total; j++ {
+			if _, err := c.AddPod(spec(j)); err != nil {
+				return err
+			}
 		}
 	}
 	tPods := time.Since(start) - tNodes
