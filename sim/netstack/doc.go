@@ -175,7 +175,13 @@
 // leaves room in every segment for the largest options it could send, so
 // behind flannel (MSS 1410) a full segment carries 1370 bytes where
 // Linux, which counts only the options it sends (the 12-byte timestamp),
-// carries 1398 (TestMSSBehindFlannel). gVisor acks every segment it
-// receives at once where Linux delays ACKs, so a request and its answer
-// take four segments instead of two or three.
+// carries 1398 (TestMSSBehindFlannel).
+//
+// gVisor acks every segment it receives at once; Linux delays the ACK of
+// in-order data, hoping to carry it on the application's answer. The
+// stack's link endpoint holds back the pure ACKs Linux would delay (its
+// quick-ACK and interactive modes, the 40 ms timer: see delack.go), so a
+// kept-alive HTTP exchange takes two segments, request and response, as
+// on a Linux node, where gVisor alone sends four; TestDelayedACK replays
+// what Linux 6.18 sent for the same exchanges.
 package netstack

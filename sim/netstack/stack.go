@@ -51,6 +51,10 @@ type Stack struct {
 	resolv *dns.ResolvConf
 	rng    *randv2.Rand
 
+	// acks is the delayed-ACK state of the stack's TCP connections
+	// (delack.go).
+	acks map[connKey]*ackState
+
 	dirty  bool
 	closed bool
 }
@@ -255,6 +259,7 @@ func (o *owner) Deliver(w *datapath.Walk, dev *datapath.Device, p *datapath.Pack
 	if l == nil || l.disp == nil {
 		return false
 	}
+	s.ackInput(ip)
 	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(ip)})
 	l.disp.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
 	pkt.DecRef()
@@ -336,7 +341,9 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 		if s.Trace != nil {
 			p.Trace, p.ID = s.Trace, s.Trace.NewPacketID()
 		}
-		s.ns.SendPacket(p)
+		if s.ackOutput(p) {
+			s.ns.SendPacket(p)
+		}
 		n++
 	}
 	return n, nil

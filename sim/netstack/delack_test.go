@@ -1,0 +1,107 @@
+package netstack_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/stretchr/testify/require"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// segments summarizes the TCP segments the client pod's eth0 saw, each as
+// "who flags length" (C: the client sent it, S: the server), with the
+// virtual time since the previous one when it is at least a millisecond.
+func segments(tr *trace.Trace) []string {
+	var out []string
+	var last time.Duration
+	for _, o := range tr.Obs {
+		if o.Netns != "net/client" || o.Device != "eth0" || o.Frame == nil {
+			continue
+		}
+		ip, tcp := tcpOf(o.Frame)
+		if ip == nil {
+			continue
+		}
+		who := "S"
+		if o.Action == trace.Transmitted {
+			who = "C"
+		}
+		f := tcp.Flags()
+		flags := ""
+		for _, x := range []struct {
+			f header.TCPFlags
+			c string
+		}{{header.TCPFlagSyn, "S"}, {header.TCPFlagFin, "F"}, {header.TCPFlagRst, "R"}, {header.TCPFlagPsh, "P"}, {header.TCPFlagAck, "."}} {
+			if f&x.f != 0 {
+				flags += x.c
+			}
+		}
+		s := fmt.Sprintf("%s %s %d", who, flags, int(ip.TotalLength())-int(ip.HeaderLength())-int(tcp.DataOffset()))
+		if gap := o.At - last; last != 0 && gap >= time.Millisecond {
+			s = fmt.Sprintf("+%v %s", gap.Round(time.Millisecond), s)
+		}
+		last = o.At
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestDelayedACK runs what a Go client and server did over real Linux
+// 6.18 sockets (two namespaces and a veth pair, captured with tcpdump):
+// four GETs on one kept-alive connection, 5 ms apart, then one after
+// 300 ms, then the client closes. Linux acks the first request and the
+// first response at once (quick-ACK mode), then the connection is
+// interactive and each ACK rides on the next request or response; the
+// ACK of the third response waits out the 40 ms delayed-ACK timer, which
+// takes the client out of interactive mode, so it acks the fourth
+// response at once; the server's ACK of the client's FIN rides on its own
+// FIN.
+func TestDelayedACK(t *testing.T) {
+	w := newWeb(t, 1)
+	w.onlyWeb2(t)
+	tr := &trace.Trace{Capture: true}
+	w.client.Trace, w.web2.Trace = tr, tr
+	tp := w.client.Transport()
+	c := &http.Client{Transport: tp}
+	for i := range 4 {
+		resp, body := getBody(t, c, "http://10.111.80.136/")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, body, "Welcome to nginx!")
+		pause := 5 * time.Millisecond
+		if i == 2 {
+			pause = 300 * time.Millisecond
+		}
+		require.NoError(t, w.World.Advance(pause))
+	}
+	tp.CloseIdleConnections()
+	require.NoError(t, w.World.Advance(time.Second))
+	got := segments(tr)
+	resp := "S P. " + fmt.Sprint(len(respOf(t, tr)))
+	want := []string{
+		"C S 0", "S S. 0", "C . 0", // handshake
+		"C P. 71", "S . 0", resp, "C . 0", // quick ACKs
+		"+5ms C P. 71", resp, // interactive: ACKs ride on data
+		"+5ms C P. 71", resp,
+		"+40ms C . 0",                   // the delayed-ACK timer
+		"+260ms C P. 71", resp, "C . 0", // out of interactive mode: at once
+		"+5ms C F. 0", "S F. 0", "C . 0", // the server's ACK rides on its FIN
+	}
+	require.Equal(t, strings.Join(want, "\n"), strings.Join(got, "\n"))
+}
+
+// respOf returns the payload of the first response the server sent.
+func respOf(t *testing.T, tr *trace.Trace) []byte {
+	for _, o := range tr.Obs {
+		if o.Netns == "net/client" && o.Device == "eth0" && o.Action == trace.Received && o.Frame != nil {
+			if _, tcp := tcpOf(o.Frame); tcp != nil && strings.HasPrefix(string(tcp[tcp.DataOffset():]), "HTTP/1.1 200") {
+				return tcp[tcp.DataOffset():]
+			}
+		}
+	}
+	t.Fatal("no response")
+	return nil
+}
