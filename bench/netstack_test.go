@@ -13,8 +13,11 @@ import (
 )
 
 // netstackWorld is the reference cluster with nginx-like servers in both
-// web pods and a gVisor stack in the client pod.
-func netstackWorld(b *testing.B) (*scenarios.Reference, *netstack.Stack) {
+// web pods and a gVisor stack in the client pod. With crossNode, net/web-1
+// (on the client's node) is deleted first, so net/web's one endpoint,
+// net/web-2, is on cka-w2 and every GET crosses nodes: DNAT on cka-w1,
+// VXLAN both ways, un-DNAT.
+func netstackWorld(b *testing.B, crossNode bool) (*scenarios.Reference, *netstack.Stack) {
 	b.Helper()
 	r, err := scenarios.NewReference(1)
 	if err != nil {
@@ -24,7 +27,14 @@ func netstackWorld(b *testing.B) (*scenarios.Reference, *netstack.Stack) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, pod := range []*sim.Pod{r.Web1, r.Web2} {
+	pods := []*sim.Pod{r.Web1, r.Web2}
+	if crossNode {
+		if err := r.DeletePod("net", "web-1"); err != nil {
+			b.Fatal(err)
+		}
+		pods = pods[1:]
+	}
+	for _, pod := range pods {
 		s, err := netstack.AttachPod(r.World, pod)
 		if err != nil {
 			b.Fatal(err)
@@ -65,20 +75,23 @@ func get(b *testing.B, c *http.Client, url string) {
 	}
 }
 
-// BenchmarkNetstackGETPersistent is one GET to the net/web ClusterIP over a
-// kept-alive connection: request, response and ACKs through the whole walk
-// (DNAT to a random endpoint, VXLAN when it is across nodes, un-DNAT).
+// BenchmarkNetstackGETPersistent is one GET from net/client on cka-w1 to
+// the net/web ClusterIP, whose endpoint is on cka-w2, over a kept-alive
+// connection: request and response (each carrying the ACK of the other,
+// as between Linux nodes) through the whole walk, DNAT, VXLAN both ways,
+// un-DNAT.
 func BenchmarkNetstackGETPersistent(b *testing.B) {
-	_, client := netstackWorld(b)
+	_, client := netstackWorld(b, true)
 	c := client.HTTPClient(0)
 	get(b, c, "http://10.111.80.136/")
 	loop(b, "cpu-ns/GET", func() { get(b, c, "http://10.111.80.136/") })
 }
 
-// BenchmarkNetstackGETFresh is one GET on a new connection each time:
+// BenchmarkNetstackGETFresh is one GET across nodes, as
+// BenchmarkNetstackGETPersistent, on a new connection each time:
 // handshake, request, response, close (FIN both ways).
 func BenchmarkNetstackGETFresh(b *testing.B) {
-	_, client := netstackWorld(b)
+	_, client := netstackWorld(b, true)
 	t := client.Transport()
 	t.DisableKeepAlives()
 	c := &http.Client{Transport: t}
@@ -91,7 +104,7 @@ func BenchmarkNetstackGETFresh(b *testing.B) {
 // search domain, an A and an AAAA query over UDP to the kube-dns ClusterIP
 // (DNAT to a CoreDNS pod on cka-cp1, across nodes) and their answers.
 func BenchmarkNetstackLookup(b *testing.B) {
-	r, client := netstackWorld(b)
+	r, client := netstackWorld(b, false)
 	servers, err := netstack.StartCoreDNS(r.Cluster)
 	if err != nil {
 		b.Fatal(err)
