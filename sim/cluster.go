@@ -143,6 +143,7 @@ type Cluster struct {
 	stopping        map[string]time.Duration // pod key → when its containers have stopped
 	podErrs         map[string]error         // pod key → why the kubelet could not start it
 	externals       []*Host
+	texts           map[textKey]string // the kubelet's texts, by word (text)
 	segments        []*datapath.Segment
 	cidrs           *nodeipam.CIDRSet
 	nextCID         int
@@ -304,6 +305,19 @@ type Node struct {
 
 	cluster *Cluster
 	pods    []*Pod
+	// ipText is InternalIP as text, made once for every pod's
+	// status.hostIP (ipTextOf: the address it was made from).
+	ipText   string
+	ipTextOf netip.Addr
+}
+
+// internalIPString is InternalIP.String(), made once while it does not
+// change.
+func (n *Node) internalIPString() string {
+	if n.ipTextOf != n.InternalIP || n.ipText == "" {
+		n.ipText, n.ipTextOf = n.InternalIP.String(), n.InternalIP
+	}
+	return n.ipText
 }
 
 // Pods returns the node's pods in creation order.
@@ -592,22 +606,24 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 // reach Running is deleted again, as with AddPod; the others stay, and
 // the error joins the reasons.
 func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(specs))
+	keys := make([]string, len(specs)) // "namespace/name", as podByName's
 	for i := range specs {
 		spec := &specs[i]
 		if spec.Namespace == "" {
 			spec.Namespace = "default"
 		}
-		obj := "pod " + spec.Namespace + "/" + spec.Name
 		if spec.Name == "" {
 			return nil, &ConfigError{Object: "pod", Field: "metadata.name", Msg: "required"}
 		}
-		if c.Pod(spec.Namespace, spec.Name) != nil || seen[spec.Namespace+"/"+spec.Name] {
-			return nil, &ConfigError{Object: obj, Msg: "already exists"}
+		k := spec.Namespace + "/" + spec.Name
+		keys[i] = k
+		if c.podByName[k] != nil || seen[k] {
+			return nil, &ConfigError{Object: "pod " + k, Msg: "already exists"}
 		}
-		seen[spec.Namespace+"/"+spec.Name] = true
+		seen[k] = true
 		if spec.Node != "" && c.Node(spec.Node) == nil {
-			return nil, &ConfigError{Object: obj, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
+			return nil, &ConfigError{Object: "pod " + k, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
 		}
 	}
 	for _, spec := range specs {
@@ -625,8 +641,8 @@ func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
 	}
 	out := make([]*Pod, 0, len(specs))
 	var errs []error
-	for _, spec := range specs {
-		p := c.Pod(spec.Namespace, spec.Name)
+	for i, spec := range specs {
+		p := c.podByName[keys[i]]
 		if p == nil {
 			errs = append(errs, c.podError(spec.Namespace, spec.Name))
 			_ = c.API.DeleteNow("Pod", spec.Namespace, spec.Name)

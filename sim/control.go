@@ -355,7 +355,7 @@ func (c *Cluster) SetNetworkUnavailable(n *Node, unavailable bool) error {
 // deleted pod has its containers killed and the CNI DEL run.
 func (c *Cluster) syncPod(key string) (controller.Result, error) {
 	ns, name := controller.SplitKey(key)
-	running := c.Pod(ns, name)
+	running := c.podByName[key] // a pod's key is "namespace/name", as podByName's
 	// The stored object, read and never modified (the informer cache's
 	// copy): the writes below are of copies.
 	o, ok := c.API.Peek("Pod", ns, name)
@@ -436,7 +436,7 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 func (c *Cluster) podWaiting(pod *corev1.Pod, reason, msg string) {
 	st := pod.Status.DeepCopy()
 	st.Phase = corev1.PodPending
-	st.HostIP = c.Node(pod.Spec.NodeName).InternalIP.String()
+	st.HostIP = c.Node(pod.Spec.NodeName).internalIPString()
 	st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}
 	st.ContainerStatuses = nil
 	for _, ct := range pod.Spec.Containers {
@@ -471,6 +471,47 @@ func containerNames(p *corev1.Pod) string {
 	return strings.Join(n, " ")
 }
 
+// The texts the kubelet writes for every pod, made from one word (an
+// image, a container name).
+const (
+	textImageID = iota // "<image>@sha256:000…": the image's digest
+	textPulled         // the Pulled event's message
+	textCreated        // the Created event's message
+	textStarted        // the Started event's message
+)
+
+// text is the kubelet's text of kind for word, made once per word and
+// shared by every pod's status and events (150,000 pods of one image
+// hold one copy, not one each).
+func (c *Cluster) text(kind int, word string) string {
+	k := textKey{kind, word}
+	if t, ok := c.texts[k]; ok {
+		return t
+	}
+	var t string
+	switch kind {
+	case textImageID:
+		t = word + "@sha256:" + strings.Repeat("0", 64)
+	case textPulled:
+		t = "Container image " + strconv.Quote(word) + " already present on machine"
+	case textCreated:
+		t = "Created container: " + word
+	case textStarted:
+		t = "Started container " + word
+	}
+	if c.texts == nil || len(c.texts) > 4096 {
+		c.texts = map[textKey]string{} // words let go (a cluster of many images)
+	}
+	c.texts[k] = t
+	return t
+}
+
+// textKey is one text of Cluster.text.
+type textKey struct {
+	kind int
+	word string
+}
+
 func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	now := metav1.NewTime(c.API.Now())
 	// A status write keeps everything but the status from the stored
@@ -481,7 +522,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	st.Phase = corev1.PodRunning
 	st.PodIP = p.IP.String()
 	st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
-	st.HostIP = p.Node.InternalIP.String()
+	st.HostIP = p.Node.internalIPString()
 	st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}
 	st.QOSClass = corev1.PodQOSBestEffort
 	if st.StartTime == nil {
@@ -491,7 +532,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	started := true
 	for i, ct := range pod.Spec.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Image: ct.Image, Ready: true, Started: &started,
-			ImageID:     ct.Image + "@sha256:" + strings.Repeat("0", 64),
+			ImageID:     c.text(textImageID, ct.Image),
 			ContainerID: "containerd://" + p.ContainerID[:62] + hex2(i),
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
 	}
@@ -501,9 +542,9 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	}
 	_ = c.API.WriteStatus(up)
 	for _, ct := range pod.Spec.Containers {
-		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Pulled", "Container image "+strconv.Quote(ct.Image)+" already present on machine")
-		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Created", "Created container: "+ct.Name)
-		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Started", "Started container "+ct.Name)
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Pulled", c.text(textPulled, ct.Image))
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Created", c.text(textCreated, ct.Name))
+		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Started", c.text(textStarted, ct.Name))
 	}
 }
 

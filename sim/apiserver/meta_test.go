@@ -81,3 +81,16 @@ func TestUIDFor(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(n*0x9e3779b1), uint16(n>>32), n%0xfff, (n*7)%0xfff, n), string(uidFor(n)))
 	}
 }
+
+// KindOf's shortcut for the kinds written most names every served kind
+// as the scheme does.
+func TestKindOfIsTheSchemes(t *testing.T) {
+	for _, k := range Kinds {
+		o, err := Scheme.New(k.GV.WithKind(k.Name))
+		require.NoError(t, err, k.Name)
+		gvks, _, err := Scheme.ObjectKinds(o)
+		require.NoError(t, err, k.Name)
+		require.Equal(t, gvks[0].Kind, KindOf(o), k.Name)
+		require.Equal(t, k.Name, KindOf(o))
+	}
+}

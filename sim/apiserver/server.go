@@ -61,6 +61,8 @@ type Server struct {
 	events   map[eventDedup]string                                // event dedup key → event key
 
 	tx *txn // open transaction, if any
+	// keyBuf is scratch space for keys looked up without being kept.
+	keyBuf []byte
 	// copyAll: DisableSharing was called.
 	copyAll bool
 }
@@ -286,10 +288,18 @@ func (s *Server) Submit(obj Object) error {
 // one the caller made for it); it returns a copy of the stored object
 // only when result is set.
 func (s *Server) create(obj Object, result bool) (Object, error) {
+	o, _, err := s.createKeyed(obj, result)
+	return o, err
+}
+
+// createKeyed is create, returning too the key ("namespace/name") the
+// object is stored under: the store's own string, for a caller that keeps
+// the key (the event correlator) without making another.
+func (s *Server) createKeyed(obj Object, result bool) (Object, string, error) {
 	kind := KindOf(obj)
 	k, err := s.kind(kind)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if k.Namespaced {
 		if obj.GetNamespace() == "" {
@@ -302,36 +312,37 @@ func (s *Server) create(obj Object, result bool) (Object, error) {
 		obj.SetName(s.generateName(kind, obj.GetNamespace(), obj.GetGenerateName()))
 	}
 	if obj.GetResourceVersion() != "" {
-		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+		return nil, "", apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
 	}
 	st := strategies[kind]
 	if st.defaults != nil {
 		st.defaults(s, obj)
 	}
 	if errs := s.validateMeta(k, obj); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+		return nil, "", apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
 	}
 	if k.Namespaced && kind != "Event" {
 		ns, ok := s.objs["Namespace"][key("", obj.GetNamespace())]
 		if !ok {
-			return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), obj.GetNamespace())
+			return nil, "", apierrors.NewNotFound(corev1.Resource("namespaces"), obj.GetNamespace())
 		}
 		if ns.(*corev1.Namespace).DeletionTimestamp != nil {
-			return nil, apierrors.NewForbidden(k.GroupResource(), obj.GetName(),
+			return nil, "", apierrors.NewForbidden(k.GroupResource(), obj.GetName(),
 				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", obj.GetNamespace()))
 		}
 	}
-	if _, ok := s.objs[kind][key(obj.GetNamespace(), obj.GetName())]; ok {
-		return nil, apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
+	kk := key(obj.GetNamespace(), obj.GetName())
+	if _, ok := s.objs[kind][kk]; ok {
+		return nil, "", apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
 	}
 	if st.validate != nil {
 		if errs := st.validate(s, obj, nil); len(errs) > 0 {
-			return nil, apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
+			return nil, "", apierrors.NewInvalid(k.GroupKind(), obj.GetName(), errs)
 		}
 	}
 	if st.allocate != nil {
 		if err := st.allocate(s, obj, nil); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	s.uids++
@@ -339,12 +350,12 @@ func (s *Server) create(obj Object, result bool) (Object, error) {
 	obj.SetCreationTimestamp(metav1.NewTime(s.Now()))
 	obj.SetGeneration(1)
 	obj.SetManagedFields(nil)
-	s.store(k, obj)
+	s.storeAt(k, obj, kk)
 	s.notify(kind, watch.Added, obj)
 	if !result {
-		return nil, nil
+		return nil, kk, nil
 	}
-	return obj.DeepCopyObject().(Object), nil
+	return obj.DeepCopyObject().(Object), kk, nil
 }
 
 // uidFor is the UID of the n-th object the server creates, in the form
@@ -377,6 +388,11 @@ func hexTo(dst []byte, v uint64) {
 }
 
 func (s *Server) store(k Kind, obj Object) {
+	s.storeAt(k, obj, key(obj.GetNamespace(), obj.GetName()))
+}
+
+// storeAt is store with obj's key already made.
+func (s *Server) storeAt(k Kind, obj Object, kk string) {
 	s.rev++
 	obj.SetResourceVersion(strconv.FormatUint(s.rev, 10))
 	setTypeMeta(obj, k)
@@ -385,7 +401,6 @@ func (s *Server) store(k Kind, obj Object) {
 		m = map[string]Object{}
 		s.objs[k.Name] = m
 	}
-	kk := key(obj.GetNamespace(), obj.GetName())
 	s.logUndo(k.Name, kk)
 	s.reindex(k.Name, kk, m[kk], obj)
 	m[kk] = obj

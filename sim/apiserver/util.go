@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -89,25 +90,37 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		}
 	}
 	k, _ := LookupKind(kind)
+	// The name is "<object>.<now in ns, hex>", made in the scratch buffer:
+	// one string.
+	s.keyBuf = strconv.AppendInt(append(append(s.keyBuf[:0], obj.GetName()...), '.'), s.Now().UnixNano(), 16)
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns,
-			Name: obj.GetName() + "." + strconv.FormatInt(s.Now().UnixNano(), 16)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: string(s.keyBuf)},
 		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
 			UID: obj.GetUID(), APIVersion: k.GV.String(), ResourceVersion: obj.GetResourceVersion()},
 		Reason: reason, Message: message, Type: eventType,
 		Source:         corev1.EventSource{Component: component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
+	// The key probed in a scratch buffer: looking a map up by
+	// string(bytes) makes no string.
+	b := append(append(append(s.keyBuf[:0], ns...), '/'), ev.Name...)
+	zeros := 0
 	for {
-		if _, taken := s.objs["Event"][key(ns, ev.Name)]; !taken {
+		if _, taken := s.objs["Event"][string(b)]; !taken {
 			break
 		}
-		ev.Name += "0"
+		b = append(b, '0')
+		zeros++
 	}
-	if _, err := s.create(ev, false); err != nil {
+	s.keyBuf = b
+	if zeros > 0 {
+		ev.Name += strings.Repeat("0", zeros)
+	}
+	_, kk, err := s.createKeyed(ev, false)
+	if err != nil {
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
-	s.events[dk] = key(ns, ev.Name)
+	s.events[dk] = kk
 }
 
 // eventDedup is what the event correlator counts repeats by: the
