@@ -105,3 +105,34 @@ func respOf(t *testing.T, tr *trace.Trace) []byte {
 	t.Fatal("no response")
 	return nil
 }
+
+// TestDelayedACKFresh is a GET on a connection of its own
+// (DisableKeepAlives). Linux 6.18, between a Go client and server, sent
+// S, S., ., the request, the server's quick ACK, the response, the
+// client's quick ACK, the server's FIN, the client's FIN carrying the ACK
+// of the server's (delayed: a FIN received while established makes the
+// connection interactive), and the server's ACK. Here the server's FIN
+// arrives at the same virtual instant as the response, and the client,
+// which reads the response at once, closes before its stack takes in
+// that FIN: its FIN acknowledges the response only, and the ACK of the
+// server's FIN, received in FIN-WAIT-1, goes out at once, as Linux's
+// tcp_fin sends it in that state.
+func TestDelayedACKFresh(t *testing.T) {
+	w := newWeb(t, 1)
+	w.onlyWeb2(t)
+	tr := &trace.Trace{Capture: true}
+	w.client.Trace, w.web2.Trace = tr, tr
+	tp := w.client.Transport()
+	tp.DisableKeepAlives()
+	resp, body := getBody(t, &http.Client{Transport: tp}, "http://10.111.80.136/")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Welcome to nginx!")
+	require.NoError(t, w.World.Advance(time.Second))
+	r := "S P. " + fmt.Sprint(len(respOf(t, tr)))
+	want := []string{
+		"C S 0", "S S. 0", "C . 0",
+		"C P. 90", "S . 0", r, "S F. 0", "C . 0",
+		"C F. 0", "C . 0", "S . 0",
+	}
+	require.Equal(t, strings.Join(want, "\n"), strings.Join(segments(tr), "\n"))
+}
