@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -159,8 +160,9 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 		}
 		if i < len(existing) {
 			cur := existing[i]
-			if apiequality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints) && apiequality.Semantic.DeepEqual(cur.Ports, want.Ports) &&
-				apiequality.Semantic.DeepEqual(cur.Labels, want.Labels) {
+			if (endpointsIdentical(cur.Endpoints, want.Endpoints) || apiequality.Semantic.DeepEqual(cur.Endpoints, want.Endpoints)) &&
+				apiequality.Semantic.DeepEqual(cur.Ports, want.Ports) &&
+				(labelsIdentical(cur.Labels, want.Labels) || apiequality.Semantic.DeepEqual(cur.Labels, want.Labels)) {
 				continue
 			}
 			upd := cur.DeepCopy()
@@ -180,6 +182,33 @@ func (c *EndpointSlices) reconcile(key string) (Result, error) {
 		}
 	}
 	return Result{}, nil
+}
+
+// endpointsIdentical reports whether a and b hold the same endpoints
+// field by field, with the same fields unset (nil): then they are
+// semantically equal, found without reflection (the reconcile that
+// follows every slice write compares ten thousand Services' endpoints).
+// False says nothing: the caller asks apiequality.Semantic.DeepEqual.
+func endpointsIdentical(a, b []discoveryv1.Endpoint) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if (x.Addresses == nil) != (y.Addresses == nil) || !slices.Equal(x.Addresses, y.Addresses) ||
+			!ptrEqual(x.Conditions.Ready, y.Conditions.Ready) || !ptrEqual(x.Conditions.Serving, y.Conditions.Serving) ||
+			!ptrEqual(x.Conditions.Terminating, y.Conditions.Terminating) ||
+			!ptrEqual(x.Hostname, y.Hostname) || !ptrEqual(x.TargetRef, y.TargetRef) || !ptrEqual(x.NodeName, y.NodeName) ||
+			!ptrEqual(x.Zone, y.Zone) || x.DeprecatedTopology != nil || y.DeprecatedTopology != nil || x.Hints != nil || y.Hints != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// labelsIdentical is endpointsIdentical for two label maps.
+func labelsIdentical(a, b map[string]string) bool {
+	return (a == nil) == (b == nil) && maps.Equal(a, b)
 }
 
 // portsEqual is apiequality.Semantic.DeepEqual for two port lists
