@@ -96,6 +96,30 @@ func TestDelayedACK(t *testing.T) {
 		"+5ms C F. 0", "S F. 0", "C . 0", // the server's ACK rides on its FIN
 	}
 	require.Equal(t, strings.Join(want, "\n"), strings.Join(got, "\n"))
+
+	// The ACK that waited carries the time it left: its TSval is the
+	// third request's plus the virtual milliseconds between them (and its
+	// checksum holds, or the server would have dropped it and resent).
+	var sent []trace.Observation
+	for _, o := range tr.Obs {
+		if o.Netns == "net/client" && o.Device == "eth0" && o.Action == trace.Transmitted && o.Frame != nil {
+			if ip, _ := tcpOf(o.Frame); ip != nil {
+				sent = append(sent, o)
+			}
+		}
+	}
+	tsval := func(o trace.Observation) uint32 {
+		_, tcp := tcpOf(o.Frame)
+		opts := header.ParseTCPOptions(tcp.Options())
+		require.True(t, opts.TS)
+		return opts.TSVal
+	}
+	// SYN, ACK, request 1, ACK, request 2, request 3, the late ACK.
+	req3, late := sent[5], sent[6]
+	require.Equal(t, "C . 0", segments(&trace.Trace{Obs: []trace.Observation{late}})[0])
+	ms := func(d time.Duration) uint32 { return uint32(d / time.Millisecond) }
+	require.Equal(t, ms(late.At)-ms(req3.At), tsval(late)-tsval(req3))
+	require.GreaterOrEqual(t, late.At-req3.At, 40*time.Millisecond)
 }
 
 // respOf returns the payload of the first response the server sent.
