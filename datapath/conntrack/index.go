@@ -98,7 +98,7 @@ func (x *tupleIndex) release(e *Entry) {
 
 // insert adds direction dir of e (which has a handle) under tuple tu.
 func (x *tupleIndex) insert(e *Entry, dir uint8, tu *Tuple) {
-	if 4*(x.used+1) > 3*len(x.slots) {
+	if 2*(x.used+1) > len(x.slots) {
 		x.grow()
 	}
 	h := indexHash(tu)

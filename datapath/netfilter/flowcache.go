@@ -141,6 +141,7 @@ func (s *hookStage) store(c *evalCtx, k *flowKey, v verdict, evals uint64) *flow
 // the replay repeats (NAT set-up; DROP and REJECT end the walk uncached
 // anyway).
 func (r *Rule) classify() {
+	r.compile()
 	r.volatileMatch = false
 	for _, m := range r.ms {
 		switch m.(type) {

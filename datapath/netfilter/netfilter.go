@@ -142,6 +142,28 @@ type Table struct {
 	builtins [5]*Chain // by hook
 	loaded   bool
 	nf       *Netfilter
+	// vmemo remembers the last views of shared chains the walk counted
+	// a match in, while the ruleset generation is vgen (every change to
+	// views bumps it), so that counting one is not a map lookup.
+	vmemo [4]struct{ sc, v *Chain }
+	vgen  uint64
+	vnext uint8
+}
+
+// viewOf is t.view(sc) through vmemo.
+func (t *Table) viewOf(sc *Chain) *Chain {
+	if t.vgen != t.nf.gen {
+		t.vmemo, t.vgen = [4]struct{ sc, v *Chain }{}, t.nf.gen
+	}
+	for i := range t.vmemo {
+		if t.vmemo[i].sc == sc {
+			return t.vmemo[i].v
+		}
+	}
+	v := t.view(sc)
+	t.vmemo[t.vnext&3] = struct{ sc, v *Chain }{sc, v}
+	t.vnext++
+	return v
 }
 
 // Chain returns the chain named name, or nil.
@@ -376,7 +398,13 @@ func be32(b []byte) uint32 {
 }
 
 func (c *evalCtx) init(nf *Netfilter, w *datapath.Walk, p *datapath.Packet, t *Table, h datapath.Hook) bool {
-	*c = evalCtx{w: w, p: p, t: t, hook: h}
+	// Every field is set here, one by one: clearing the whole context
+	// (the flow record's counter array with it) cost more than the
+	// parsing. rec.ctrs holds nothing past rec.n.
+	c.w, c.p, c.t, c.hook = w, p, t, h
+	c.rule, c.nat = nil, 0
+	c.rec.on, c.rec.uncacheable, c.rec.policy, c.rec.n = false, false, false, 0
+	c.in, c.out, c.ct, c.ctinfo = nil, nil, nil, 0
 	if p.Len() < datapath.EthHdrLen+20 || p.EtherType() != 0x0800 {
 		return false
 	}
@@ -393,8 +421,9 @@ func (c *evalCtx) init(nf *Netfilter, w *datapath.Walk, p *datapath.Packet, t *T
 	c.proto = ip[9]
 	c.plen = uint64(tot)
 	c.frag = (uint16(ip[6])<<8|uint16(ip[7]))&0x1fff != 0
-	l4 := ip[ihl:tot]
+	c.l4ok, c.sport, c.dport, c.tcpFlags, c.icmpType, c.icmpCode = false, 0, 0, 0, 0, 0
 	if !c.frag {
+		l4 := ip[ihl:tot]
 		switch c.proto {
 		case datapath.ProtoTCP:
 			if len(l4) >= 20 {
@@ -456,8 +485,9 @@ func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
 	if depth >= NFTJumpStackSize {
 		return vDrop // cannot happen: loops and deeper nesting are refused at load time
 	}
-	for i := 0; i < len(ch.rules); i++ {
-		r := ch.rules[i]
+	rules := ch.rules
+	for i := 0; i < len(rules); i++ {
+		r := rules[i]
 		if run := r.run; run != nil {
 			// An indexed run: the rules before the next one that
 			// matches are evaluated (and counted) without a match.
@@ -467,20 +497,22 @@ func (nf *Netfilter) runChain(c *evalCtx, ch *Chain, depth int) verdict {
 				i = j - 1
 				continue
 			}
-			i, r = j, ch.rules[j]
+			i, r = j, rules[j]
 		}
 		nf.Evaluations++
-		if c.rec.on && r.volatileMatch {
-			c.rec.uncacheable = true
+		// ip_packet_match's addresses inline (most rules fail there),
+		// the rest only for rules that have more (see compile).
+		if (c.src&r.smsk != r.src) != r.invSrc || (c.dst&r.dmsk != r.dst) != r.invDst {
+			continue
 		}
-		if !r.matches(c) {
+		if r.rest && !r.matchRest(c) {
 			continue
 		}
 		var k *counter
 		if ch.shared == nil {
 			k = ch.counter(i)
 		} else {
-			k = c.t.view(ch).counter(i)
+			k = c.t.viewOf(ch).counter(i)
 		}
 		k.add(c.plen)
 		if c.rec.on {

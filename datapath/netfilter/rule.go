@@ -30,6 +30,12 @@ type Rule struct {
 	volatileMatch, volatileTarget bool
 	// run is the indexed run of the chain this rule is in, or nil.
 	run *indexRun
+	// rest and eval are the rule compiled for evaluation (compile):
+	// rest is set when the rule tests more than its source and
+	// destination; eval holds its matches that can fail (ms without
+	// comments, which always match).
+	rest bool
+	eval []match
 
 	text string // "-A CHAIN ..." as iptables-save prints it
 	line int    // line of the restore input it came from
@@ -94,10 +100,18 @@ func ifaceMatch(d *datapath.Device, name string, wild bool) bool {
 }
 
 // matches is ipt_do_table's ip_packet_match followed by the matches.
+// runChain tests the addresses itself and calls matchRest.
 func (r *Rule) matches(c *evalCtx) bool {
 	if (c.src&r.smsk != r.src) != r.invSrc || (c.dst&r.dmsk != r.dst) != r.invDst {
 		return false
 	}
+	return !r.rest || r.matchRest(c)
+}
+
+// matchRest is the rule's test past the addresses: the rest of the IP
+// part, then the matches in order. A walk that evaluates a volatile match
+// is not cached.
+func (r *Rule) matchRest(c *evalCtx) bool {
 	if r.in != "" && ifaceMatch(c.in, r.in, r.inWild) == r.invIn {
 		return false
 	}
@@ -110,12 +124,30 @@ func (r *Rule) matches(c *evalCtx) bool {
 	if r.frag && c.frag == r.invFrag {
 		return false
 	}
-	for _, m := range r.ms {
+	if r.volatileMatch && c.rec.on {
+		c.rec.uncacheable = true
+	}
+	for _, m := range r.eval {
 		if !m.match(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// compile prepares r for evaluation (rest, eval). It runs when the rule
+// is committed; a rule copied from a compiled one is compiled.
+func (r *Rule) compile() {
+	r.eval = r.eval[:0:0]
+	for _, m := range r.ms {
+		if _, ok := m.(*commentMatch); !ok {
+			r.eval = append(r.eval, m)
+		}
+	}
+	if len(r.eval) == 0 {
+		r.eval = nil
+	}
+	r.rest = r.in != "" || r.out != "" || r.proto != 0 || r.frag || r.eval != nil
 }
 
 // match is a compiled -m match.
