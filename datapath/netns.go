@@ -294,6 +294,11 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 // namespace's subnets (the local table's broadcast routes).
 func (ns *Netns) IsBroadcast(a [4]byte) bool { return ns.bcast[a] }
 
+// AddrGen is the namespace's address generation: it changes with every
+// change to what IsLocal and IsBroadcast answer (a cache of an answer
+// that depends on them holds while it is the same).
+func (ns *Netns) AddrGen() uint64 { return ns.addrGen }
+
 // IsLocal reports whether a is one of the namespace's addresses.
 func (ns *Netns) IsLocal(a [4]byte) bool { _, ok := ns.local[a]; return ok }
 

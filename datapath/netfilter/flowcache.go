@@ -14,15 +14,24 @@ import (
 // rule and per packet), Evaluations grows by the same count (rules/packet
 // still reports what the kernel evaluates), and the mark ends the same.
 //
-// The key holds every input a cacheable rule reads: addresses, protocol,
+// The key holds the inputs a cacheable rule reads: addresses, protocol,
 // ports, TCP flags, ICMP type and code, the fragment bit, the in and out
-// devices, the conntrack state (present, ctinfo, status bits) and the mark,
-// plus the ruleset generation, which every commit (iptables-restore,
-// iptables -A/-D/-I/-F/-P/-N/-X) bumps. A walk that evaluates a rule whose
-// result depends on more than that (statistic consumes randomness, recent
-// and nth keep state, addrtype reads the namespace's addresses) or that
-// ends in DROP, REJECT or a NAT target is not cached. Traced packets never
-// use the cache: their walk records an observation per rule.
+// devices, the conntrack state (present, ctinfo, status bits), the mark
+// and, for addrtype, the namespace's address generation; the slot holds
+// the ruleset generation, which every commit (iptables-restore, iptables
+// -A/-D/-I/-F/-P/-N/-X) bumps. Like a megaflow, the key keeps only the
+// fields some rule reachable from the hook's chain reads (reach): the
+// first packets of connections from one client to one Service differ
+// only in the source port, which kube-proxy's rules never read, and share
+// one cached walk. Every rule the walk evaluated reads only fields in the
+// key, so a packet with the same key evaluates each of them the same way.
+// A walk that evaluates a rule whose result depends on more than that
+// (statistic consumes randomness, recent and nth keep state, addrtype
+// limited to a device reads its addresses) or that ends in DROP, REJECT
+// or a NAT target is not cached. Traced packets never use the cache:
+// their walk records an observation per rule. The nat table's walks are
+// cached the same way: one that set up no binding is repeatable (the NAT
+// core then sets up the null binding as after the walk).
 
 // flowSlots is the number of entries per hook stage (direct-mapped).
 const flowSlots = 16
@@ -40,7 +49,27 @@ type flowKey struct {
 	ctStatus           conntrack.Status
 	mark               uint32
 	in, out            *datapath.Device
+	// agen is the namespace's address generation plus one when a rule
+	// reached reads the addresses (addrtype), else 0.
+	agen uint64
 }
+
+// Key fields a rule can read (Rule.reads); the protocol, the fragment
+// bit, whether the L4 header is there and the mark are always keyed.
+const (
+	kSrc uint16 = 1 << iota
+	kDst
+	kSport
+	kDport
+	kTCPFlags
+	kICMP
+	kCTState  // whether tracked, ctinfo, the SNAT/DNAT status bits
+	kCTStatus // every status bit
+	kIn
+	kOut
+	kAddrs // the namespace's addresses
+	kAll   = 1<<iota - 1
+)
 
 type flowSlot struct {
 	key flowKey
@@ -64,13 +93,90 @@ type flowRec struct {
 	ctrs [maxReplay]*counter
 }
 
-func (c *evalCtx) flowKey() flowKey {
-	k := flowKey{src: c.src, dst: c.dst, sport: c.sport, dport: c.dport, proto: c.proto, tcpFlags: c.tcpFlags,
-		icmpType: c.icmpType, icmpCode: c.icmpCode, frag: c.frag, l4ok: c.l4ok, mark: c.p.Mark, in: c.in, out: c.out}
-	if c.ct != nil {
-		k.hasCT, k.ctinfo, k.ctStatus = true, c.ctinfo, c.ct.Status
+// flowKey is c's key with only the fields in mask (the others zero).
+func (c *evalCtx) flowKey(mask uint16) flowKey {
+	k := flowKey{proto: c.proto, frag: c.frag, l4ok: c.l4ok, mark: c.p.Mark}
+	if mask&kSrc != 0 {
+		k.src = c.src
+	}
+	if mask&kDst != 0 {
+		k.dst = c.dst
+	}
+	if mask&kSport != 0 {
+		k.sport = c.sport
+	}
+	if mask&kDport != 0 {
+		k.dport = c.dport
+	}
+	if mask&kTCPFlags != 0 {
+		k.tcpFlags = c.tcpFlags
+	}
+	if mask&kICMP != 0 {
+		k.icmpType, k.icmpCode = c.icmpType, c.icmpCode
+	}
+	if mask&(kCTState|kCTStatus) != 0 && c.ct != nil {
+		k.hasCT, k.ctinfo, k.ctStatus = true, c.ctinfo, c.ct.Status&conntrack.StatusNATMask
+		if mask&kCTStatus != 0 {
+			k.ctStatus = c.ct.Status
+		}
+	}
+	if mask&kIn != 0 {
+		k.in = c.in
+	}
+	if mask&kOut != 0 {
+		k.out = c.out
+	}
+	if mask&kAddrs != 0 {
+		k.agen = c.t.nf.ns.AddrGen() + 1
 	}
 	return k
+}
+
+// keyMask returns the key fields the rules reachable from the hook's
+// built-in chain read.
+func (s *tableHook) keyMask() uint16 {
+	if s.maskGen != s.nf.gen+1 {
+		s.mask, s.maskGen = s.nf.reach(s.t.builtins[s.hook], 0), s.nf.gen+1
+	}
+	return s.mask
+}
+
+// reach returns what the rules reachable from ch read (their reads and
+// those of the chains they jump to), memoized in the chain.
+func (nf *Netfilter) reach(ch *Chain, depth int) uint16 {
+	if ch.shared != nil {
+		if ch.readsGen != 0 {
+			return ch.reads
+		}
+	} else if ch.readsGen == nf.gen+1 {
+		return ch.reads
+	}
+	if depth >= NFTJumpStackSize {
+		return kAll // cannot happen: deeper nesting is refused at load time
+	}
+	var m uint16
+	for _, r := range ch.rules {
+		m |= r.reads
+		if tg := &r.target; (tg.kind == tJump || tg.kind == tGoto) && tg.chain != nil && m != kAll {
+			m |= nf.reach(tg.chain, depth+1)
+		}
+	}
+	ch.reads, ch.readsGen = m, nf.gen+1
+	return m
+}
+
+// run is the table's walk for c through the flow cache: a cached walk is
+// repeated, else the walk is run and kept if it may be repeated.
+func (s *tableHook) run(c *evalCtx) verdict {
+	k := c.flowKey(s.keyMask())
+	if s.replay(c, &k) != nil {
+		return vAccept
+	}
+	c.rec.on = true
+	evals := s.nf.Evaluations
+	v := s.nf.runTable(c)
+	s.store(c, &k, v, s.nf.Evaluations-evals)
+	return v
 }
 
 func (k *flowKey) slot() int {
@@ -82,7 +188,7 @@ func (k *flowKey) slot() int {
 
 // replay applies the cached walk for c's key, if there is one, and reports
 // whether it did.
-func (s *hookStage) replay(c *evalCtx, k *flowKey) *flowSlot {
+func (s *tableHook) replay(c *evalCtx, k *flowKey) *flowSlot {
 	if s.cache == nil {
 		return nil
 	}
@@ -98,7 +204,7 @@ func (s *hookStage) replay(c *evalCtx, k *flowKey) *flowSlot {
 }
 
 // repeat does what the walk stored in sl did, for a packet of plen bytes.
-func (s *hookStage) repeat(sl *flowSlot, p *datapath.Packet, plen uint64) {
+func (s *tableHook) repeat(sl *flowSlot, p *datapath.Packet, plen uint64) {
 	nf := s.nf
 	nf.flowHits++
 	nf.Evaluations += uint64(sl.evals)
@@ -114,7 +220,7 @@ func (s *hookStage) repeat(sl *flowSlot, p *datapath.Packet, plen uint64) {
 }
 
 // store keeps the walk just recorded in c under k, if it may be replayed.
-func (s *hookStage) store(c *evalCtx, k *flowKey, v verdict, evals uint64) *flowSlot {
+func (s *tableHook) store(c *evalCtx, k *flowKey, v verdict, evals uint64) *flowSlot {
 	rec := &c.rec
 	if rec.uncacheable || (v != vAccept && v != vContinue) || evals > 1<<31 {
 		return nil
@@ -131,25 +237,81 @@ func (s *hookStage) store(c *evalCtx, k *flowKey, v verdict, evals uint64) *flow
 	}
 	s.nf.stamps++
 	*sl = flowSlot{key: *k, gen: s.nf.gen, stamp: s.nf.stamps, valid: true, policy: rec.policy, n: uint8(rec.n),
-		evals: uint32(evals), mark: c.p.Mark, ctrs: rec.ctrs}
+		evals: uint32(evals), mark: c.p.Mark}
+	copy(sl.ctrs[:], rec.ctrs[:rec.n])
 	return sl
 }
 
 // classify sets the rule's cacheability: volatileMatch when evaluating it
-// depends on more than the flow key (randomness, match state, the
-// namespace's addresses), volatileTarget when its target does more than
-// the replay repeats (NAT set-up; DROP and REJECT end the walk uncached
-// anyway).
+// depends on more than the flow key (randomness, match state, a device's
+// addresses), volatileTarget when its target does more than the replay
+// repeats (NAT set-up; DROP and REJECT end the walk uncached anyway); and
+// reads, the key fields its result depends on. A volatile match adds
+// nothing to reads: a walk that evaluates it is not cached, and one that
+// does not has the rule fail on its IP part, whose fields reads holds.
 func (r *Rule) classify() {
 	r.compile()
 	r.volatileMatch = false
+	var k uint16
+	if r.smsk != 0 {
+		k |= kSrc
+	}
+	if r.dmsk != 0 {
+		k |= kDst
+	}
+	if r.in != "" {
+		k |= kIn
+	}
+	if r.out != "" {
+		k |= kOut
+	}
 	for _, m := range r.ms {
-		switch m.(type) {
-		case *tcpMatch, *commentMatch, *icmpMatch, *markMatch, *conntrackMatch, *multiportMatch:
+		switch m := m.(type) {
+		case *commentMatch, *markMatch:
+		case *tcpMatch:
+			if m.sport.set() {
+				k |= kSport
+			}
+			if m.dport.set() {
+				k |= kDport
+			}
+			if m.flgMask != 0 {
+				k |= kTCPFlags
+			}
+		case *icmpMatch:
+			if m.typ != 0xff {
+				k |= kICMP
+			}
+		case *conntrackMatch:
+			if m.hasState {
+				k |= kCTState
+			}
+			if m.hasStatus {
+				k |= kCTState | kCTStatus
+			}
+		case *multiportMatch:
+			if m.flags&1 != 0 {
+				k |= kSport
+			}
+			if m.flags&2 != 0 {
+				k |= kDport
+			}
+		case *addrtypeMatch:
+			if m.limitIn || m.limitOut {
+				r.volatileMatch = true // a device's addresses
+				continue
+			}
+			if m.src != 0 {
+				k |= kSrc | kAddrs
+			}
+			if m.dst != 0 {
+				k |= kDst | kAddrs
+			}
 		default:
 			r.volatileMatch = true
 		}
 	}
+	r.reads = k
 	switch r.target.kind {
 	case tAccept, tReturn, tJump, tGoto, tMark, tLog:
 		r.volatileTarget = false
@@ -179,7 +341,7 @@ func (s *hookStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.
 	if !c.init(s.nf, w, p, s.t, s.hook) {
 		return datapath.VerdictContinue, datapath.Effect{}, false
 	}
-	k := c.flowKey()
+	k := c.flowKey(s.keyMask())
 	if sl := s.replay(c, &k); sl != nil {
 		return datapath.VerdictContinue, datapath.Effect{R: s, Ref: sl, N: sl.stamp, M: c.plen}, true
 	}
@@ -201,7 +363,7 @@ func (s *hookStage) Valid(_ *datapath.Walk, fx *datapath.Effect) bool {
 		return s.nf.gen == fx.N
 	}
 	sl := fx.Ref.(*flowSlot)
-	return sl.valid && sl.stamp == fx.N && sl.gen == s.nf.gen
+	return sl.valid && sl.stamp == fx.N && sl.gen == s.nf.gen && (sl.key.agen == 0 || sl.key.agen == s.nf.ns.AddrGen()+1)
 }
 
 // Apply repeats the recorded walk.

@@ -58,9 +58,15 @@ COMMIT
 -A FORWARD -m statistic --mode nth --every 3 --packet 0 -j ACCEPT
 COMMIT
 `},
-	{name: "addrtype reads the addresses", volatile: true, rules: `*filter
+	{name: "addrtype keyed by the address generation", rules: `*filter
 :FORWARD ACCEPT [0:0]
 -A FORWARD -m addrtype --dst-type LOCAL -j ACCEPT
+-A FORWARD -m addrtype --src-type UNICAST -j ACCEPT
+COMMIT
+`},
+	{name: "addrtype limited to the in device reads its addresses", volatile: true, rules: `*filter
+:FORWARD ACCEPT [0:0]
+-A FORWARD -m addrtype --dst-type LOCAL --limit-iface-in -j ACCEPT
 COMMIT
 `},
 }

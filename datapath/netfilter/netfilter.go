@@ -105,6 +105,12 @@ type Chain struct {
 	// namespace's view, the shared chain it shows.
 	shared *Shared
 	view   *Chain
+	// reads is what the rules reachable from the chain read (key fields,
+	// see reach), valid while readsGen is the namespace's ruleset
+	// generation plus one; for a chain of a Shared ruleset, whose rules
+	// and targets never change, once readsGen is set at all.
+	reads    uint16
+	readsGen uint64
 }
 
 // Rules returns the chain's rules in order. The slice must not be modified.
@@ -313,10 +319,10 @@ func Install(ns *datapath.Netns, ct *conntrack.Table) *Netfilter {
 				if h == datapath.Input || h == datapath.Postrouting {
 					m = conntrack.ManipSrc
 				}
-				s = &natStage{nf: nf, t: t, hook: h, manip: m}
+				s = &natStage{tableHook: tableHook{nf: nf, t: t, hook: h}, manip: m}
 				nf.natLookups[h] = []natLookup{{prio: hookPriority(d.name, h), name: "iptables"}}
 			} else {
-				s = &hookStage{nf: nf, t: t, hook: h}
+				s = &hookStage{tableHook{nf: nf, t: t, hook: h}}
 			}
 			ns.AddHookStage(h, "iptables/"+d.name, hookPriority(d.name, h), s)
 		}
@@ -638,14 +644,21 @@ func (nf *Netfilter) finish(c *evalCtx, v verdict) datapath.Verdict {
 	return datapath.VerdictStolen
 }
 
-// hookStage runs a table (raw, mangle, filter) at one hook.
-type hookStage struct {
+// tableHook is one table's registration at one hook, with its flow cache.
+type tableHook struct {
 	nf   *Netfilter
 	t    *Table
 	hook datapath.Hook
-	// cache is the flow cache (flowcache.go), allocated on first use.
-	cache *[flowSlots]flowSlot
+	// cache is the flow cache (flowcache.go), allocated on first use;
+	// mask is the key fields the rules reachable from the hook's chain
+	// read, as of ruleset generation maskGen-1.
+	cache   *[flowSlots]flowSlot
+	mask    uint16
+	maskGen uint64
 }
+
+// hookStage runs a table (raw, mangle, filter) at one hook.
+type hookStage struct{ tableHook }
 
 var _ datapath.Stage = (*hookStage)(nil)
 
@@ -665,15 +678,7 @@ func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdi
 	if p.Trace != nil {
 		return s.nf.finish(c, s.nf.runTable(c))
 	}
-	k := c.flowKey()
-	if s.replay(c, &k) != nil {
-		return datapath.VerdictContinue
-	}
-	c.rec.on = true
-	evals := s.nf.Evaluations
-	v := s.nf.runTable(c)
-	s.store(c, &k, v, s.nf.Evaluations-evals)
-	return s.nf.finish(c, v)
+	return s.nf.finish(c, s.run(c))
 }
 
 // natStage is iptable_nat's hook (nf_nat_ipv4_fn): RELATED ICMP errors are
@@ -681,9 +686,7 @@ func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdi
 // nat table once per manipulation type, and a null binding is set up if no
 // rule set one; then the connection's bindings are applied to the packet.
 type natStage struct {
-	nf    *Netfilter
-	t     *Table
-	hook  datapath.Hook
+	tableHook
 	manip conntrack.Manip
 }
 
@@ -717,7 +720,9 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 		fallthrough
 	case conntrack.New:
 		if !e.NATDone(s.manip) {
-			for _, l := range nf.natLookups[s.hook] {
+			ls := nf.natLookups[s.hook]
+			for i := range ls {
+				l := &ls[i]
 				if e.NATDone(s.manip) {
 					break
 				}
@@ -730,7 +735,15 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 				c := &nf.ctx
 				if c.init(nf, w, p, s.t, s.hook) {
 					c.nat = s.manip
-					if v := nf.runTable(c); v == vDrop || v == vReject {
+					v := vContinue
+					if p.Trace != nil {
+						v = nf.runTable(c)
+					} else {
+						// A walk that set up no binding (the flow cache
+						// holds no other) is repeatable.
+						v = s.run(c)
+					}
+					if v == vDrop || v == vReject {
 						return nf.finish(c, v)
 					}
 				}

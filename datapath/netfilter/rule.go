@@ -28,6 +28,8 @@ type Rule struct {
 	// volatileMatch and volatileTarget keep walks through the rule out of
 	// the flow cache (see classify).
 	volatileMatch, volatileTarget bool
+	// reads is the flow key fields the rule's result depends on.
+	reads uint16
 	// run is the indexed run of the chain this rule is in, or nil.
 	run *indexRun
 	// rest and eval are the rule compiled for evaluation (compile):
