@@ -54,14 +54,17 @@ func podObject(spec PodSpec) *corev1.Pod {
 // podSpecOf is what the runtime needs of a v1.Pod: its sandbox and the
 // ports its containers bind.
 func podSpecOf(p *corev1.Pod) PodSpec {
-	echo := strings.Split(p.Annotations[EchoPortsAnnotation], ",")
+	var echo []string // the annotation's ports; none without it
+	if a := p.Annotations[EchoPortsAnnotation]; a != "" {
+		echo = strings.Split(a, ",")
+	}
 	spec := PodSpec{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: maps.Clone(p.Labels), HostNetwork: p.Spec.HostNetwork}
 	for _, c := range p.Spec.Containers {
 		ct := Container{Name: c.Name}
 		for _, port := range c.Ports {
 			proto := string(cmp.Or(port.Protocol, corev1.ProtocolTCP))
 			ct.Ports = append(ct.Ports, ContainerPort{Name: port.Name, ContainerPort: uint16(port.ContainerPort), Protocol: proto,
-				HostPort: uint16(port.HostPort), Echo: slices.Contains(echo, fmt.Sprintf("%d/%s", port.ContainerPort, proto))})
+				HostPort: uint16(port.HostPort), Echo: len(echo) > 0 && slices.Contains(echo, fmt.Sprintf("%d/%s", port.ContainerPort, proto))})
 		}
 		spec.Containers = append(spec.Containers, ct)
 	}

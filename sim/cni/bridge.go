@@ -85,7 +85,7 @@ func BridgeAdd(host, podNS *datapath.Netns, containerID string, conf BridgeConf,
 	rng := host.Engine().Rand()
 	var hostVeth, eth0 *datapath.Device
 	for range 16 {
-		name := fmt.Sprintf("veth%08x", rng.Uint32())
+		name := vethName(rng.Uint32())
 		if host.Device(name) != nil {
 			continue
 		}
@@ -148,4 +148,15 @@ func BridgeDel(host, podNS *datapath.Netns, containerID string, alloc *ipam.Host
 		return podNS.DeleteDevice("eth0")
 	}
 	return nil
+}
+
+// vethName is "veth" and v in eight hex digits ("veth%08x"), made
+// without fmt (every pod's host-side veth is named so).
+func vethName(v uint32) string {
+	b := [12]byte{'v', 'e', 't', 'h'}
+	for i := 11; i >= 4; i-- {
+		b[i] = "0123456789abcdef"[v&0xf]
+		v >>= 4
+	}
+	return string(b[:])
 }
