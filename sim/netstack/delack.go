@@ -307,7 +307,7 @@ func (st *ackState) fire() {
 	if st.finSent && st.finRcvd {
 		st.forget()
 	}
-	st.s.ns.SendPacket(p)
+	st.s.send(p)
 }
 
 // restamp adds d to the segment's TSval and reports whether it has one.

@@ -120,6 +120,17 @@ func TestDelayedACK(t *testing.T) {
 	ms := func(d time.Duration) uint32 { return uint32(d / time.Millisecond) }
 	require.Equal(t, ms(late.At)-ms(req3.At), tsval(late)-tsval(req3))
 	require.GreaterOrEqual(t, late.At-req3.At, 40*time.Millisecond)
+
+	// An ACK held back and never sent got no packet number: the trace's
+	// numbers run without a gap.
+	seen := map[int]bool{}
+	top := 0
+	for _, o := range tr.Obs {
+		seen[o.Packet], top = true, max(top, o.Packet)
+	}
+	for i := 1; i <= top; i++ {
+		require.True(t, seen[i], "packet %d of %d never observed", i, top)
+	}
 }
 
 // respOf returns the payload of the first response the server sent.

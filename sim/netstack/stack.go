@@ -268,6 +268,14 @@ func (o *owner) Deliver(w *datapath.Walk, dev *datapath.Device, p *datapath.Pack
 	return true
 }
 
+// send hands p to the namespace's output path, traced when the stack is.
+func (s *Stack) send(p *datapath.Packet) {
+	if s.Trace != nil {
+		p.Trace, p.ID = s.Trace, s.Trace.NewPacketID()
+	}
+	s.ns.SendPacket(p)
+}
+
 // link is the gVisor link endpoint of one device: IP packets without a link
 // header (the namespace's neighbour layer adds Ethernet), no offloads (the
 // stack computes and verifies every checksum), the device's MTU.
@@ -338,11 +346,8 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 			p.Release()
 			return n, &tcpip.ErrMessageTooLong{}
 		}
-		if s.Trace != nil {
-			p.Trace, p.ID = s.Trace, s.Trace.NewPacketID()
-		}
 		if s.ackOutput(p) {
-			s.ns.SendPacket(p)
+			s.send(p)
 		}
 		n++
 	}
