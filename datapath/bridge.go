@@ -25,9 +25,15 @@ type bridge struct {
 	ports      []*Device
 	fdb        map[uint64]*fdbEntry
 	AgeingTime time.Duration
-	// gen changes with every change of fdb's keys or entries' ports (the
-	// fast path's check).
-	gen uint64
+}
+
+// changed is called on every change of the FDB's keys, its entries'
+// ports or the ageing time: what the fast path recorded may no longer
+// hold.
+func (b *bridge) changed() {
+	if ns := b.dev.ns; ns != nil {
+		ns.e.cfgGen++
+	}
 }
 
 // FDBEntry is one forwarding database entry as `bridge fdb show` lists it.
@@ -51,7 +57,7 @@ func (d *Device) BridgePorts() []*Device {
 func (d *Device) SetAgeingTime(t time.Duration) {
 	if d.br != nil {
 		d.br.AgeingTime = t
-		d.br.gen++
+		d.br.changed()
 	}
 }
 
@@ -88,7 +94,7 @@ func (b *bridge) lookup(now time.Duration, dst MAC) (*fdbEntry, bool) {
 	}
 	if !e.local && !e.static && now-e.updated > b.AgeingTime {
 		delete(b.fdb, dst.key())
-		b.gen++
+		b.changed()
 		return nil, false
 	}
 	return e, true
@@ -97,9 +103,7 @@ func (b *bridge) lookup(now time.Duration, dst MAC) (*fdbEntry, bool) {
 // fdbAlive records, for the fast path, that the walk found fe in the FDB.
 func (b *bridge) fdbAlive(w *Walk, fe *fdbEntry) {
 	if r := w.recording(); r != nil {
-		o := r.op(fcBridge)
-		o.br, o.x, o.y = b, b.gen, uint64(b.AgeingTime)
-		o = r.op(fcFDBAlive)
+		o := r.op(fcFDBAlive)
 		o.br, o.fe = b, fe
 	}
 }
@@ -123,7 +127,7 @@ func (b *bridge) learn(w *Walk, port *Device, p *Packet, src MAC) {
 		return
 	}
 	w.noFast()
-	b.gen++
+	b.changed()
 	if !ok {
 		e = &fdbEntry{}
 		b.fdb[src.key()] = e

@@ -30,3 +30,15 @@ func csum(b []byte, initial uint16) uint16 {
 	s = s>>16 + s&0xffff
 	return uint16(s + s>>16)
 }
+
+// pseudoSum is the one's complement sum of the IPv4 pseudo-header (source
+// and destination addresses, protocol, length), the same value as gVisor's
+// header.PseudoHeaderChecksum, without its four calls to the general
+// routine.
+func pseudoSum(src, dst [4]byte, proto uint8, length uint16) uint16 {
+	s := uint64(binary.BigEndian.Uint32(src[:])) + uint64(binary.BigEndian.Uint32(dst[:])) + uint64(proto) + uint64(length)
+	s = s>>32 + s&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint16(s + s>>16)
+}

@@ -141,3 +141,41 @@ func TestCsumIsGVisorsChecksum(t *testing.T) {
 		}
 	}
 }
+
+func TestPseudoSumIsGVisorsPseudoHeaderChecksum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	addrs := [][4]byte{{0, 0, 0, 0}, {255, 255, 255, 255}, {10, 244, 1, 2}, {0xff, 0xfe, 0, 1}}
+	for range 200 {
+		var a [4]byte
+		for i := range a {
+			a[i] = byte(rng.Uint32())
+		}
+		addrs = append(addrs, a)
+	}
+	for i, src := range addrs {
+		dst := addrs[(i*7+3)%len(addrs)]
+		for _, proto := range []uint8{0, ProtoTCP, ProtoUDP, 0xff} {
+			for _, n := range []uint16{0, 1, 20, 0xffff, uint16(rng.Uint32())} {
+				want := header.PseudoHeaderChecksum(tcpip.TransportProtocolNumber(proto), tcpip.AddrFrom4(src), tcpip.AddrFrom4(dst), n)
+				require.Equal(t, want, pseudoSum(src, dst, proto, n), "%v %v %d %d", src, dst, proto, n)
+			}
+		}
+	}
+	require.Equal(t, header.PseudoHeaderChecksum(0, tcpip.AddrFrom4([4]byte{}), tcpip.AddrFrom4([4]byte{}), 0), pseudoSum([4]byte{}, [4]byte{}, 0, 0))
+}
+
+func TestIPv4HeaderSumOK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		var h [20]byte
+		for i := range h {
+			h[i] = byte(rng.Uint32())
+		}
+		if rng.IntN(2) == 0 {
+			h[10], h[11] = 0, 0
+			c := ^checksum.Checksum(h[:], 0)
+			h[10], h[11] = byte(c>>8), byte(c)
+		}
+		require.Equal(t, csum(h[:], 0) == 0xffff, ipv4HeaderSumOK(&h), "% x", h)
+	}
+}

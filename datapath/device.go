@@ -273,8 +273,6 @@ type Segment struct {
 	Latency time.Duration
 	ports   []*Device
 	fdb     map[uint64]*Device
-	// gen changes with every change of fdb or ports (the fast path's check).
-	gen uint64
 }
 
 // NewSegment returns a segment with the given one-way latency.
@@ -295,7 +293,7 @@ func (s *Segment) send(w *Walk, from *Device, p *Packet) {
 	src, dst := p.SrcMAC(), p.DstMAC()
 	if k := src.key(); !src.IsMulticast() && s.fdb[k] != from {
 		s.fdb[k] = from // learned or moved: a lookup is cheaper than a store
-		s.gen++
+		from.ns.e.cfgGen++
 		w.noFast()
 	}
 	if !dst.IsMulticast() {
@@ -306,7 +304,7 @@ func (s *Segment) send(w *Walk, from *Device, p *Packet) {
 			}
 			if r := w.recording(); r != nil {
 				o := r.op(fcSegment)
-				o.seg, o.x, o.y = s, s.gen, uint64(s.Latency)
+				o.seg, o.y = s, uint64(s.Latency)
 			}
 			w.fastRx(s.Latency, to, p)
 			return
@@ -341,7 +339,6 @@ func (s *Segment) Attach(d *Device) error {
 	}
 	d.seg = s
 	s.ports = append(s.ports, d)
-	s.gen++
 	if d.ns != nil {
 		d.ns.e.cfgGen++
 	}

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"time"
 )
@@ -16,11 +17,18 @@ import (
 // step of the walk the fast path knows how to repeat appends an effect
 // (a counter increment, a conntrack refresh, a NAT rewrite, a TTL
 // decrement, a MAC rewrite, an encapsulation, a bridge FDB refresh) and,
-// for everything that decided the walk, a check (the namespace's address
-// and route generations and sysctls, each device's state, the neighbour
-// entry's state and its ageing, the bridge and underlay FDBs, the VXLAN
-// FDB or mesh, the generation of every hook stage's rules, the conntrack
-// entry's identity, state and status). Anything it does not know — a
+// for everything that decided the walk, a check. Most of what decides a
+// walk is configuration, which the engine's configuration generation
+// (cfgGen) covers in one word: every change of addresses, devices (up,
+// MTU through SetMTU, stages, deletion), hooks, bridge ports, bridge and
+// underlay FDBs, VXLAN FDBs and meshes bumps it. What can change without
+// it is checked one by one: the routes and sysctls of the namespace, the
+// fields of a device that can be set directly (MTU, MAC, hairpin), the
+// neighbour entry's state and address, the underlay's latency, and each
+// stage's own effect (the generation of a hook's rules, the conntrack
+// entry's identity, state and status). What changes with time alone (a
+// neighbour due to turn STALE, an FDB entry due to age out, the periodic
+// neighbour collector due) is one deadline. Anything it does not know — a
 // stage that is not a FastStage, a packet created, cloned or released,
 // an event scheduled other than the frame's own hand-over, a state
 // change (a neighbour turning stale, an FDB entry learned or moved, a TCP
@@ -38,8 +46,9 @@ import (
 // never recorded, and neither are TCP segments with SYN, FIN, RST or URG.
 
 const (
-	fastSlots  = 8
-	fastMaxOps = 64
+	fastSlotBits = 4
+	fastSlots    = 1 << fastSlotBits
+	fastMaxOps   = 64
 )
 
 // fastMeta is the packet metadata the walk reads or writes besides the
@@ -57,6 +66,15 @@ func metaOf(p *Packet) fastMeta {
 	return fastMeta{InDev: p.InDev, OutDev: p.OutDev, PhysIn: p.PhysIn, NextHop: p.NextHop, Mark: p.Mark,
 		Local: p.Local, CsumValid: p.CsumValid, IPVSProperty: p.IPVSProperty, brPrerouted: p.brPrerouted,
 		bridgedDNAT: p.bridgedDNAT, keepSrcMAC: p.keepSrcMAC, ctReply: p.CT.Reply}
+}
+
+// same reports whether p's metadata is m (field by field: cheaper than
+// building p's and comparing the structs).
+func (m *fastMeta) same(p *Packet) bool {
+	return m.InDev == p.InDev && m.OutDev == p.OutDev && m.PhysIn == p.PhysIn && m.NextHop == p.NextHop &&
+		m.Mark == p.Mark && m.Local == p.Local && m.CsumValid == p.CsumValid && m.IPVSProperty == p.IPVSProperty &&
+		m.brPrerouted == p.brPrerouted && m.bridgedDNAT == p.bridgedDNAT && m.keepSrcMAC == p.keepSrcMAC &&
+		m.ctReply == p.CT.Reply
 }
 
 func (m *fastMeta) restore(p *Packet, ct any) {
@@ -143,31 +161,36 @@ func fastKeyOf(dev *Device, p *Packet, k *fastKey) bool {
 	return true
 }
 
-// fastSlot is where a frame's entry is kept: from its addresses and
-// ports (bytes 26 to 37) and the device.
-func fastSlot(dev *Device, hdr *[fastHdrWords]uint64) int {
-	h := (hdr[3]>>16 ^ hdr[4]*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
+// fastSlot is where a frame's entry is kept (that slot or its
+// neighbour, i^1): from its addresses, protocol and ports or ICMP type
+// and code (bytes 23 and 26 to 37 but the ICMP checksum: what every key
+// covers) and the device.
+func fastSlot(dev *Device, w2, w3, w4 uint64) int {
+	proto := w2 >> 56
+	if proto == ProtoICMP {
+		w4 &= 0xffffffff
+	} else {
+		w4 &= 0xffffffffffff
+	}
+	h := (w3>>16 ^ proto<<48 ^ w4*0x9e3779b97f4a7c15) * 0xff51afd7ed558ccd
 	if dev != nil {
 		h ^= uint64(dev.Index) * 0xc2b2ae3d27d4eb4f
 	}
 	h ^= h >> 29
 	h *= 0x94d049bb133111eb
-	return int(h >> (64 - 3))
+	return int(h >> (64 - fastSlotBits))
 }
 
 type fastKind uint8
 
 const (
 	// checks
-	fcNetns    fastKind = iota + 1 // addresses, routes, sysctls
-	fcDev                          // up, MTU, MAC, hairpin, no rx/tx stages
-	fcNeigh                        // entry live, same state and MAC, not due to turn stale
+	fcNetns    fastKind = iota + 1 // routes, sysctls
+	fcDev                          // MTU, MAC, hairpin
+	fcNeigh                        // entry live, same state and MAC; its ageing
 	fcARP                          // the node's periodic neighbour collector is not due
-	fcMesh                         // the VXLAN device's mesh and its generation
-	fcVXLAN                        // the VXLAN device's own FDB generation
-	fcBridge                       // the bridge FDB's generation
 	fcFDBAlive                     // an FDB entry the walk looked up has not aged out
-	fcSegment                      // the underlay FDB's generation and the latency
+	fcSegment                      // the underlay's latency
 	// effects (fcStage is both)
 	fcStage    // a hook stage's effect (Effect)
 	feAdd      // *a += x, *b += y
@@ -194,7 +217,6 @@ type fastOp struct {
 	fe    *fdbEntry
 	br    *bridge
 	vx    *VXLAN
-	mesh  *Mesh
 	seg   *Segment
 	arp   *ARPTable
 	sys   Sysctls
@@ -203,31 +225,39 @@ type fastOp struct {
 }
 
 // fastEntry is one recorded event, compiled from the recording into
-// small flat arrays: the generation checks, the other checks (by the
-// type of what they look at), the stage effects, the counter increments,
-// the packet's transformations in order, and the hand-over.
+// small flat arrays: the key, one deadline for everything that changes
+// with time alone, the checks on what the engine's configuration
+// generation does not cover (by the type of what they look at), the
+// stage effects, the counter increments, the packet's transformations in
+// order, and the hand-over.
+//
+// The configuration generation (Engine.cfgGen) changes with every change
+// of addresses, devices and their stages, hooks, bridge ports and FDBs,
+// the underlay's FDB, VXLAN FDBs and meshes; the deadline is the earliest
+// virtual time at which an entry the walk used may have aged (a neighbour
+// due to turn STALE, an FDB entry due to age out, the node's periodic
+// neighbour collector due to run), computed when recorded from times
+// that only move later (so a replay may fall back to the walk early,
+// never late).
 type fastEntry struct {
-	key    fastKey
-	gen    uint64
-	ipOK   bool // the walk validated the IPv4 header
-	gens   []fastGen
-	devs   []fastDev
-	nss    []fastNetns
-	neighs []fastNeigh
-	checks []fastCheck
-	meshes []fastMesh
-	fx     []Effect
-	adds   []fastAdd
-	xf     []fastXf
-	term   fastOp
-	meta   fastMeta // the packet's metadata when it leaves
-	ct     any
-}
-
-// fastGen holds while *p == v.
-type fastGen struct {
-	p *uint64
-	v uint64
+	dev        *Device
+	head, flen uint16
+	ipOK       bool // the walk validated the IPv4 header
+	gen        uint64
+	stamp      uint64 // when recorded (fastTable.stamps)
+	deadline   time.Duration
+	hdr, mask  [fastHdrWords]uint64
+	meta       fastMeta
+	nss        []fastNetns
+	devs       []fastDev
+	neighs     []fastNeigh
+	segs       []fastSeg
+	fx         []Effect
+	adds       []fastAdd
+	xf         []fastXf
+	term       fastOp
+	out        fastMeta // the packet's metadata when it leaves
+	ct         any
 }
 
 // fastDev holds while the device's MTU, MAC and hairpin flag, the
@@ -240,7 +270,7 @@ type fastDev struct {
 }
 
 // fastNetns holds while the namespace's routes and sysctls are as they
-// were (its addresses are a fastGen).
+// were.
 type fastNetns struct {
 	ns   *Netns
 	rgen uint64
@@ -248,27 +278,21 @@ type fastNetns struct {
 }
 
 // fastNeigh holds while the neighbour entry is in the table in the same
-// state with the same address and, where the walk aged it, not due to
-// turn STALE.
+// state with the same address.
 type fastNeigh struct {
 	e     *neighEntry
 	mac   MAC
 	state NeighState
-	aged  bool
 }
 
-// fastCheck is a check on one object; its type says which (see valid).
-type fastCheck struct {
-	ref any
-	y   uint64
+// fastSeg holds while the segment's latency (set directly) is the delay
+// recorded for the hand-over.
+type fastSeg struct {
+	seg     *Segment
+	latency time.Duration
 }
 
-// fastMesh holds while the VXLAN device is (or is not) in the mesh.
-type fastMesh struct {
-	vx   *VXLAN
-	mesh *Mesh
-}
-
+// fastAdd is *a += x, *b += y.
 type fastAdd struct {
 	a, b *uint64
 	x, y uint64
@@ -280,12 +304,15 @@ type fastXf struct {
 	kind fastKind
 	i    int32
 	dst  [4]byte
-	mac  [2]MAC
-	ref  any
+	macs [12]byte // destination then source, as in the frame
+	fe   *fdbEntry
+	ne   *neighEntry
+	vx   *VXLAN
 }
 
 type fastTable struct {
-	slots [fastSlots]*fastEntry
+	slots  [fastSlots]*fastEntry
+	stamps uint64
 	// Hits counts replayed events (for tests).
 	hits uint64
 }
@@ -383,7 +410,7 @@ func (r *fastRec) netns(ns *Netns) {
 	}
 	r.lastNS = ns
 	o := r.op(fcNetns)
-	o.ns, o.x, o.y, o.sys = ns, ns.addrGen, ns.Routes.Gen(), ns.Sysctl
+	o.ns, o.y, o.sys = ns, ns.Routes.Gen(), ns.Sysctl
 }
 
 func (r *fastRec) device(d *Device) {
@@ -456,50 +483,63 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	if ns.fast == nil {
 		ns.fast = new(fastTable)
 	}
-	sl := &ns.fast.slots[fastSlot(r.key.dev, &r.key.hdr)]
-	if *sl == nil {
-		*sl = new(fastEntry)
+	k := &r.key
+	t := ns.fast
+	i := fastSlot(k.dev, k.hdr[2], k.hdr[3], k.hdr[4])
+	// Two ways: the slot or its neighbour, whichever is free, stale or
+	// holds the same key, else the one recorded longer ago.
+	gen := w.e.cfgGen
+	free := func(e *fastEntry) bool {
+		return e == nil || e.gen != gen || (e.dev == k.dev && e.head == k.head && e.flen == k.flen && e.hdr == k.hdr && e.mask == k.mask && e.meta == k.meta)
 	}
-	e := *sl
-	e.key, e.gen, e.ipOK, e.meta, e.ct = r.key, r.gen, r.ipOK, metaOf(p), p.CT.Entry
-	e.gens, e.checks, e.meshes, e.fx, e.adds, e.xf = e.gens[:0], e.checks[:0], e.meshes[:0], e.fx[:0], e.adds[:0], e.xf[:0]
-	e.devs, e.nss, e.neighs = e.devs[:0], e.nss[:0], e.neighs[:0]
+	if a, b := t.slots[i], t.slots[i^1]; !free(a) && (free(b) || b.stamp < a.stamp) {
+		i ^= 1
+	}
+	if t.slots[i] == nil {
+		t.slots[i] = new(fastEntry)
+	}
+	e := t.slots[i]
+	t.stamps++
+	e.stamp = t.stamps
+	e.dev, e.head, e.flen, e.ipOK, e.gen, e.deadline = k.dev, k.head, k.flen, r.ipOK, r.gen, math.MaxInt64
+	e.hdr, e.mask, e.meta, e.out, e.ct = k.hdr, k.mask, k.meta, metaOf(p), p.CT.Entry
+	e.nss, e.devs, e.neighs, e.segs = e.nss[:0], e.devs[:0], e.neighs[:0], e.segs[:0]
+	e.fx, e.adds, e.xf = e.fx[:0], e.adds[:0], e.xf[:0]
 	for i := range r.ops[:r.n] {
 		o := &r.ops[i]
 		switch o.kind {
 		case fcNetns:
-			e.gen1(&o.ns.addrGen, o.x)
+			// Its addresses are covered by the configuration generation.
 			if c := (fastNetns{o.ns, o.y, o.sys}); !slices.Contains(e.nss, c) {
 				e.nss = append(e.nss, c)
 			}
-		case fcBridge:
-			e.gen1(&o.br.gen, o.x)
-			e.check(fastCheck{ref: o.br, y: o.y})
 		case fcFDBAlive:
-			e.check(fastCheck{ref: o.fe, y: uint64(o.br.AgeingTime)})
-		case fcSegment:
-			e.gen1(&o.seg.gen, o.x)
-			e.check(fastCheck{ref: o.seg, y: o.y})
-		case fcMesh, fcVXLAN:
-			if o.kind == fcMesh {
-				e.gen1(&o.mesh.gen, o.x)
-			} else {
-				e.gen1(&o.vx.fdbGen, o.x)
+			// The bridge's FDB and ageing time are covered by the
+			// configuration generation; the entry's last-seen time
+			// only moves later.
+			if fe := o.fe; !fe.local && !fe.static {
+				e.deadline = min(e.deadline, fe.updated+o.br.AgeingTime+1)
 			}
-			m := fastMesh{o.vx, o.mesh}
-			if !slices.Contains(e.meshes, m) {
-				e.meshes = append(e.meshes, m)
+		case fcSegment:
+			if c := (fastSeg{o.seg, time.Duration(o.y)}); !slices.Contains(e.segs, c) {
+				e.segs = append(e.segs, c)
 			}
 		case fcDev:
 			if c := (fastDev{o.dev, int(o.x), o.mac[0], o.b1}); !slices.Contains(e.devs, c) {
 				e.devs = append(e.devs, c)
 			}
 		case fcNeigh:
-			if c := (fastNeigh{o.ne, o.mac[0], o.state, o.b1}); !slices.Contains(e.neighs, c) {
+			if c := (fastNeigh{o.ne, o.mac[0], o.state}); !slices.Contains(e.neighs, c) {
 				e.neighs = append(e.neighs, c)
 			}
+			if o.b1 && o.state == NeighReachable {
+				// Aged on use: due to turn STALE after ReachableTime
+				// from its confirmation (which only moves later).
+				e.deadline = min(e.deadline, o.ne.confirmed+ReachableTime+1)
+			}
 		case fcARP:
-			e.check(fastCheck{ref: o.arp})
+			// The periodic collector's next run only moves later.
+			e.deadline = min(e.deadline, o.arp.nextPeriodic)
 		case fcStage:
 			e.xf = append(e.xf, fastXf{kind: fcStage, i: int32(len(e.fx))})
 			e.fx = append(e.fx, o.fx)
@@ -510,26 +550,17 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 		case feDecTTL:
 			e.xf = append(e.xf, fastXf{kind: o.kind})
 		case feMACs:
-			e.xf = append(e.xf, fastXf{kind: o.kind, mac: o.mac})
+			x := fastXf{kind: o.kind}
+			copy(x.macs[:6], o.mac[1][:])
+			copy(x.macs[6:], o.mac[0][:])
+			e.xf = append(e.xf, x)
 		case feFDBTouch:
-			e.xf = append(e.xf, fastXf{kind: o.kind, ref: o.fe})
+			e.xf = append(e.xf, fastXf{kind: o.kind, fe: o.fe})
 		case feNeighUse:
-			e.xf = append(e.xf, fastXf{kind: o.kind, ref: o.ne})
+			e.xf = append(e.xf, fastXf{kind: o.kind, ne: o.ne})
 		case feEncap:
-			e.xf = append(e.xf, fastXf{kind: o.kind, ref: o.vx, dst: o.dst})
+			e.xf = append(e.xf, fastXf{kind: o.kind, vx: o.vx, dst: o.dst})
 		}
-	}
-}
-
-func (e *fastEntry) gen1(p *uint64, v uint64) {
-	if !slices.Contains(e.gens, fastGen{p, v}) {
-		e.gens = append(e.gens, fastGen{p, v})
-	}
-}
-
-func (e *fastEntry) check(c fastCheck) {
-	if !slices.Contains(e.checks, c) {
-		e.checks = append(e.checks, c)
 	}
 }
 
@@ -565,61 +596,57 @@ func (ns *Netns) fastPath(w *Walk, dev *Device, p *Packet) bool {
 
 func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 	t := ns.fast
-	if t == nil || p.CT.Entry != nil || p.delayedBy != nil || p.head+8*fastHdrWords > len(p.buf) {
+	head := p.head
+	if t == nil || p.CT.Entry != nil || p.delayedBy != nil || head+8*fastHdrWords > len(p.buf) {
 		return false
 	}
-	var h [fastHdrWords]uint64
-	loadHdr(p, &h)
-	e := t.slots[fastSlot(dev, &h)]
-	if e == nil || e.gen != w.e.cfgGen || e.key.dev != dev || int(e.key.head) != p.head || int(e.key.flen) != p.Len() {
+	b := (*[8 * fastHdrWords]byte)(p.buf[head:])
+	h0, h1 := binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:])
+	h2, h3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
+	h4, h5 := binary.LittleEndian.Uint64(b[32:]), binary.LittleEndian.Uint64(b[40:])
+	h6, h7 := binary.LittleEndian.Uint64(b[48:]), binary.LittleEndian.Uint64(b[56:])
+	i := fastSlot(dev, h2, h3, h4)
+	gen, flen := w.e.cfgGen, p.tail-head
+	e := t.slots[i]
+	for way := 0; ; way++ {
+		if e != nil && e.gen == gen && e.dev == dev && int(e.head) == head && int(e.flen) == flen {
+			m, k := &e.mask, &e.hdr
+			if (h0&m[0]^k[0])|(h1&m[1]^k[1])|(h2&m[2]^k[2])|(h3&m[3]^k[3])|
+				(h4&m[4]^k[4])|(h5&m[5]^k[5])|(h6&m[6]^k[6])|(h7&m[7]^k[7]) == 0 && e.meta.same(p) {
+				break
+			}
+		}
+		if way == 1 {
+			return false
+		}
+		e = t.slots[i^1]
+	}
+	now := w.e.now
+	if now >= e.deadline || (e.ipOK && !ipv4HeaderSumOK((*[20]byte)(b[EthHdrLen:]))) {
 		return false
 	}
-	var diff uint64
-	for i := range h {
-		diff |= (h[i] & e.key.mask[i]) ^ e.key.hdr[i]
-	}
-	if diff != 0 || e.key.meta != metaOf(p) {
-		return false
-	}
-	if e.ipOK && csum(p.buf[p.head+EthHdrLen:p.head+EthHdrLen+20], 0) != 0xffff {
-		return false
-	}
-	for _, g := range e.gens {
-		if *g.p != g.v {
+	for i := range e.nss {
+		c := &e.nss[i]
+		if c.ns.Sysctl != c.sys || c.ns.Routes.Gen() != c.rgen {
 			return false
 		}
 	}
-	for _, m := range e.meshes {
-		if m.vx.mesh != m.mesh {
-			return false
-		}
-	}
-	for _, c := range e.nss {
-		if c.ns.Routes.Gen() != c.rgen || c.ns.Sysctl != c.sys {
-			return false
-		}
-	}
-	for _, c := range e.devs {
+	for i := range e.devs {
 		// Its state, stages and namespace change through methods that
 		// change the engine's cfgGen; these fields can be set directly.
+		c := &e.devs[i]
 		if d := c.d; d.MTU != c.mtu || d.MAC != c.mac || d.Hairpin != c.hairpin {
 			return false
 		}
 	}
-	now := w.e.now
-	for _, c := range e.neighs {
-		n := c.e
-		if n.removed || n.state != c.state || n.mac != c.mac {
+	for i := range e.neighs {
+		c := &e.neighs[i]
+		if n := c.e; n.removed || n.state != c.state || n.mac != c.mac {
 			return false
 		}
-		if c.aged {
-			if st, _ := n.stateAt(now); st != n.state {
-				return false
-			}
-		}
 	}
-	for i := range e.checks {
-		if !e.checks[i].valid(now) {
+	for i := range e.segs {
+		if c := &e.segs[i]; c.seg.Latency != c.latency {
 			return false
 		}
 	}
@@ -629,31 +656,29 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 		}
 	}
 	t.hits++
-	for _, a := range e.adds {
+	for i := range e.adds {
+		a := &e.adds[i]
 		*a.a += a.x
-		if a.b != nil {
-			*a.b += a.y
-		}
+		*a.b += a.y
 	}
 	for i := range e.xf {
-		o := &e.xf[i]
-		switch o.kind {
+		switch o := &e.xf[i]; o.kind {
 		case fcStage:
 			fx := &e.fx[o.i]
 			fx.R.Apply(w, p, fx)
+		case feMACs:
+			*(*[12]byte)(p.buf[p.head:]) = o.macs
 		case feDecTTL:
 			decTTL(p.IPv4())
-		case feMACs:
-			p.SetMACs(o.mac[0], o.mac[1])
 		case feFDBTouch:
-			o.ref.(*fdbEntry).updated = now
+			o.fe.updated = now
 		case feNeighUse:
-			o.ref.(*neighEntry).used = now
+			o.ne.used = now
 		case feEncap:
-			o.ref.(*VXLAN).encap(p, o.dst)
+			o.vx.encap(p, o.dst)
 		}
 	}
-	e.meta.restore(p, e.ct)
+	e.out.restore(p, e.ct)
 	if e.term.kind == ftDeliver {
 		e.term.ns.deliver(w, e.term.dev, p)
 	} else {
@@ -662,17 +687,14 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 	return true
 }
 
-// valid evaluates a check.
-func (c *fastCheck) valid(now time.Duration) bool {
-	switch r := c.ref.(type) {
-	case *ARPTable:
-		return now < r.nextPeriodic
-	case *bridge:
-		return r.AgeingTime == time.Duration(c.y)
-	case *fdbEntry:
-		return r.local || r.static || now-r.updated <= time.Duration(c.y)
-	case *Segment:
-		return r.Latency == time.Duration(c.y)
-	}
-	return false
+// ipv4HeaderSumOK reports whether an IPv4 header without options sums to
+// 0xffff (its checksum is right), as csum(h[:], 0) == 0xffff.
+func ipv4HeaderSumOK(h *[20]byte) bool {
+	s := uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])) + uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
+	s = s>>32 + s&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint16(s+s>>16) == 0xffff
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
+	"github.com/kubewalk/kubewalk/datapath/route"
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim/packet"
@@ -21,6 +22,7 @@ type fastWorld struct {
 	r         *scenarios.Reference
 	delivered []string
 	conns     map[string]*datapath.TCPConn
+	savedMAC  datapath.MAC
 }
 
 // logOwner logs every frame the namespace delivers, then lets the minimal
@@ -227,7 +229,123 @@ func TestFastPathEquivalence(t *testing.T) {
 		advance(301 * time.Second), // bridge FDB entries age out
 		write("clusterip", 10, false),
 		udp("udp same node after FDB ageing", web1, 42000, 10),
-		{"delete web-2", func(t *testing.T, w *fastWorld) {
+	}
+	// Configuration changed mid-flow, each way the fast path must notice
+	// (a sysctl, a route, a device's fields set directly, a neighbour
+	// entry, the underlay's latency, an address, a bridge's ageing time,
+	// the VXLAN FDB in and out of the mesh), and timers that run out
+	// between two packets of one step (no listing in between to collect
+	// expired connections).
+	w1 := func(w *fastWorld) *datapath.Netns { return w.r.W1.Host }
+	change := func(name string, do func(t *testing.T, w *fastWorld)) fastStep { return fastStep{name, do} }
+	udpX, udpS := udp("udp cross node", web2, 42001, 3), udp("udp same node", web1, 42000, 3)
+	steps = append(steps,
+		udpX, udpS,
+		change("ip_forward off on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = false }),
+		udpX,
+		change("ip_forward on on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = true }),
+		udpX,
+		change("blackhole route to web-2 on cka-w1", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w1(w).AddRoute(datapath.RouteSpec{Dst: netip.PrefixFrom(w.r.Web2.IP, 32), Type: route.Blackhole}))
+		}),
+		udpX,
+		change("blackhole route deleted", func(t *testing.T, w *fastWorld) {
+			require.True(t, w1(w).Routes.Delete(netip.PrefixFrom(w.r.Web2.IP, 32), 0))
+		}),
+		udpX,
+		change("flannel.1 MTU set directly", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").MTU = 60 }),
+		udpX,
+		change("flannel.1 MTU restored directly", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").MTU = 1450 }),
+		udpX,
+		change("web-1's eth0 MAC set directly", func(t *testing.T, w *fastWorld) {
+			d := w.r.Web1.Netns.Device("eth0")
+			w.savedMAC, d.MAC = d.MAC, datapath.MAC{0x02, 0, 0, 0, 0, 0x99}
+		}),
+		udpS,
+		change("web-1's eth0 MAC restored", func(t *testing.T, w *fastWorld) { w.r.Web1.Netns.Device("eth0").MAC = w.savedMAC }),
+		udpS,
+		change("cka-w1's neighbour web-1 replaced", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w1(w).SetNeigh("cni0", w.r.Web1.IP, datapath.MAC{0x02, 0, 0, 0, 0, 0x42}, datapath.NeighReachable))
+		}),
+		udp("udp client to web-1 via cka-w1", web1, 42000, 3),
+		change("cka-w1's neighbour web-1 deleted", func(t *testing.T, w *fastWorld) {
+			require.True(t, w1(w).DeleteNeigh("cni0", w.r.Web1.IP))
+		}),
+		udpS, udpX,
+		change("underlay latency set directly", func(t *testing.T, w *fastWorld) {
+			w.r.Segment(scenarios.UnderlaySegment).Latency += 3 * time.Millisecond
+		}),
+		udpX,
+		change("web-2's address added on cka-w1", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w1(w).AddAddr("lo", netip.PrefixFrom(w.r.Web2.IP, 32)))
+		}),
+		udpX,
+		change("web-2's address deleted on cka-w1", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w1(w).DeleteAddr("lo", netip.PrefixFrom(w.r.Web2.IP, 32)))
+		}),
+		udpX,
+		change("cni0 ageing time 1s", func(t *testing.T, w *fastWorld) { w1(w).Device("cni0").SetAgeingTime(time.Second) }),
+		advance(2*time.Second), udpS,
+		change("cni0 ageing time 300s", func(t *testing.T, w *fastWorld) { w1(w).Device("cni0").SetAgeingTime(300 * time.Second) }),
+		udpS,
+		change("cka-w2's VTEP deleted from cka-w1's VXLAN FDB (out of the mesh)", func(t *testing.T, w *fastWorld) {
+			w1(w).Device("flannel.1").VXLAN().DeleteFDB(w.r.W2.Host.Device("flannel.1").MAC)
+		}),
+		udpX,
+		change("cka-w2's VTEP back in cka-w1's VXLAN FDB", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w1(w).Device("flannel.1").VXLAN().AddFDB(w.r.W2.Host.Device("flannel.1").MAC, w.r.W2.InternalIP))
+		}),
+		udpX,
+		change("cka-w2's VTEP deleted again", func(t *testing.T, w *fastWorld) {
+			w1(w).Device("flannel.1").VXLAN().DeleteFDB(w.r.W2.Host.Device("flannel.1").MAC)
+		}),
+		udpX,
+		change("cka-w2's VTEP back again", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w1(w).Device("flannel.1").VXLAN().AddFDB(w.r.W2.Host.Device("flannel.1").MAC, w.r.W2.InternalIP))
+		}),
+		udpX,
+		change("cka-w2's neighbour web-2 replaced", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w.r.W2.Host.SetNeigh("cni0", w.r.Web2.IP, datapath.MAC{0x02, 0, 0, 0, 0, 0x43}, datapath.NeighReachable))
+		}),
+		udpX,
+		change("cka-w2's neighbour web-2 deleted", func(t *testing.T, w *fastWorld) {
+			require.True(t, w.r.W2.Host.DeleteNeigh("cni0", w.r.Web2.IP))
+		}),
+		udpX,
+		udpS,
+		change("a frame like the flow's, not checksummed by a stack, with a bad UDP checksum", func(t *testing.T, w *fastWorld) {
+			ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 0 of a flow"))
+			require.NoError(t, err)
+			ip[20+6] ^= 0x55
+			dev := w.r.Web1.Netns.Device("eth0")
+			eth := append(append(append([]byte{}, dev.MAC[:]...), w.r.Client.Netns.Device("eth0").MAC[:]...), 0x08, 0x00)
+			_, err = dev.Inject(append(eth, ip...))
+			require.NoError(t, err)
+			require.NoError(t, w.r.World.Run())
+		}),
+		udpS,
+		change("client's MAC set to web-1's: cni0 learns web-1 behind the client's port", func(t *testing.T, w *fastWorld) {
+			d := w.r.Client.Netns.Device("eth0")
+			w.savedMAC, d.MAC = d.MAC, w.r.Web1.Netns.Device("eth0").MAC
+			udp("", web2, 42001, 1).do(t, w)
+			d.MAC = w.savedMAC
+		}),
+		udpS,
+		change("web-1 answers the client's flow", func(t *testing.T, w *fastWorld) {
+			sendUDP(w.r.Web1.Netns, w.r.Web1.IP, w.r.Client.IP, 9000, 42000, 1)(t, w)
+		}),
+		udpS,
+		change("a UDP flow expires between two packets", func(t *testing.T, w *fastWorld) {
+			udp("", web2, 42001, 3).do(t, w)
+			require.NoError(t, w.r.World.Advance(200*time.Second))
+			udp("", web2, 42001, 3).do(t, w)
+		}),
+		change("a replied UDP flow becomes a stream between two packets", func(t *testing.T, w *fastWorld) {
+			udp("", web2, 42007, 3).do(t, w)
+			require.NoError(t, w.r.World.Advance(2*time.Second))
+			udp("", web2, 42007, 3).do(t, w)
+		}),
+		fastStep{"delete web-2", func(t *testing.T, w *fastWorld) {
 			require.NoError(t, w.r.DeletePod("net", "web-2"))
 			require.NoError(t, w.r.Settle())
 		}},
@@ -238,7 +356,7 @@ func TestFastPathEquivalence(t *testing.T) {
 		write("nodeport", 10, false),
 		write("clusterip", 2, true),
 		write("clusterip2", 2, true),
-	}
+	)
 	for _, s := range steps {
 		for _, w := range worlds {
 			s.do(t, w)

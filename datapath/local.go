@@ -398,9 +398,7 @@ func (ns *Netns) icmpReceive(w *Walk, dev *Device, p *Packet) {
 
 // l4Checksum verifies a TCP or UDP checksum with the IPv4 pseudo-header.
 func l4Checksum(ip header.IPv4, l4 []byte, proto tcpip.TransportProtocolNumber) uint16 {
-	src := tcpip.AddrFrom4([4]byte(ip[12:16]))
-	dst := tcpip.AddrFrom4([4]byte(ip[16:20]))
-	x := header.PseudoHeaderChecksum(proto, src, dst, uint16(len(l4)))
+	x := pseudoSum([4]byte(ip[12:16]), [4]byte(ip[16:20]), uint8(proto), uint16(len(l4)))
 	if len(l4) <= 128 {
 		return csum(l4, x) // a bare segment: cheaper than the general routine
 	}

@@ -126,6 +126,7 @@ func (m *Mesh) Join(vtep *Device, node string) {
 	v := vtep.vx
 	v.mesh, v.meshNode, v.meshGen = m, node, 0
 	ns := vtep.ns
+	ns.e.cfgGen++
 	ns.arp.catchUp(ns.e.now)
 	ns.arp.mesh = v
 	m.lowNext = min(m.lowNext, ns.arp.nextPeriodic)
@@ -201,7 +202,7 @@ func (m *Mesh) Put(p MeshPeer) error {
 	m.neigh[gw.As4()] = meshNeigh{mac: p.MAC, node: p.Node}
 	m.fdb[p.MAC.key()] = meshFDB{dst: p.PublicIP.As4(), node: p.Node}
 	m.peers[p.Node] = p
-	m.gen++
+	m.changed()
 	return nil
 }
 
@@ -216,7 +217,7 @@ func (m *Mesh) Remove(node string) {
 	delete(m.neigh, p.Subnet.Addr().As4())
 	delete(m.fdb, p.MAC.key())
 	delete(m.peers, node)
-	m.gen++
+	m.changed()
 }
 
 // catchUp brings every member's ARP table's periodic collector up to now
@@ -255,6 +256,7 @@ func (m *Mesh) Detach(vtep *Device) {
 		return
 	}
 	ns := vtep.ns
+	ns.e.cfgGen++
 	ns.arp.catchUp(ns.e.now)
 	for k := range ns.neigh.m {
 		if k.dev() == vtep.Index {
@@ -319,4 +321,13 @@ func (v *VXLAN) meshDst(k uint64) ([4]byte, bool) {
 	ok = ok && e.node != v.meshNode
 	v.meshFGen, v.meshFKey, v.meshFDst, v.meshFOK = v.mesh.gen+1, k, e.dst, ok
 	return e.dst, ok
+}
+
+// changed is called on every change of the mesh's peers: it changes the
+// generation the members' lookup caches and the engine's fast path check.
+func (m *Mesh) changed() {
+	m.gen++
+	if len(m.members) > 0 {
+		m.members[0].dev.ns.e.cfgGen++
+	}
 }

@@ -254,8 +254,7 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 			if mac, ok := v.meshNeigh(nextHop); ok {
 				p.setNeighMACs(dev.MAC, mac)
 				if r != nil {
-					o := r.op(fcMesh)
-					o.vx, o.mesh, o.x = v, v.mesh, v.mesh.gen
+					// The mesh's changes change the engine's cfgGen.
 					r.macs(p)
 				}
 				dev.transmit(w, p)

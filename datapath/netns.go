@@ -183,6 +183,7 @@ func (ns *Netns) DeleteAddr(dev string, p netip.Prefix) error {
 		if a.Dev == d && a.Prefix == p {
 			ns.addrs = append(ns.addrs[:i], ns.addrs[i+1:]...)
 			ns.addrGen++
+			ns.e.cfgGen++
 			a4 := p.Addr().As4()
 			delete(ns.local, a4)
 			if p.Bits() < 31 {
@@ -218,7 +219,6 @@ func (ns *Netns) SetMaster(port, bridgeName string) error {
 	p.master = b
 	b.br.ports = append(b.br.ports, p)
 	b.br.fdb[p.MAC.key()] = &fdbEntry{port: p, local: true}
-	b.br.gen++
 	ns.e.cfgGen++
 	return nil
 }
@@ -273,6 +273,7 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 	}
 	ns.addrs = append(ns.addrs, Addr{Prefix: p, Dev: d, Secondary: secondary})
 	ns.addrGen++
+	ns.e.cfgGen++
 	ns.local[a4] = d
 	if d.Kind == KindLoopback {
 		return nil
@@ -857,7 +858,6 @@ func (ns *Netns) removeDevice(d *Device) {
 				delete(b.br.fdb, m)
 			}
 		}
-		b.br.gen++
 		d.master = nil
 	}
 	if d.br != nil {
@@ -872,7 +872,6 @@ func (ns *Netns) removeDevice(d *Device) {
 				delete(d.seg.fdb, m)
 			}
 		}
-		d.seg.gen++
 		d.seg = nil
 	}
 	d.ns = nil

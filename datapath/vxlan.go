@@ -47,8 +47,14 @@ type VXLAN struct {
 	meshOK, meshFOK   bool
 	meshFKey          uint64
 	meshFDst          [4]byte
-	// fdbGen changes with every change of fdb (the fast path's check).
-	fdbGen uint64
+}
+
+// fdbChanged is called on every change of the FDB: what the fast path
+// recorded may no longer hold.
+func (v *VXLAN) fdbChanged() {
+	if ns := v.dev.ns; ns != nil {
+		ns.e.cfgGen++
+	}
 }
 
 // AddVXLAN creates a VXLAN device (`ip link add NAME type vxlan id VNI
@@ -103,7 +109,7 @@ func (v *VXLAN) AddFDB(mac MAC, dst netip.Addr) error {
 		return &ConfigError{Op: "fdb append", Object: mac.String(), Reason: "dst must be IPv4"}
 	}
 	v.unshareFDB(mac.key())
-	v.fdbGen++
+	v.fdbChanged()
 	v.fdb[mac.key()] = dst.As4()
 	if v.mesh != nil {
 		v.mesh.claimFDB(v, mac.key())
@@ -114,7 +120,7 @@ func (v *VXLAN) AddFDB(mac MAC, dst netip.Addr) error {
 // DeleteFDB removes the entry for mac.
 func (v *VXLAN) DeleteFDB(mac MAC) {
 	v.unshareFDB(mac.key())
-	v.fdbGen++
+	v.fdbChanged()
 	delete(v.fdb, mac.key())
 	if v.mesh != nil {
 		v.mesh.unclaimFDB(v, mac.key())
@@ -196,17 +202,8 @@ func (v *VXLAN) srcPort(inner []byte) uint16 {
 func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	ns := v.dev.ns
 	dst, ok := v.fdb[p.DstMAC().key()]
-	if r := w.recording(); r != nil {
-		if ok || v.mesh == nil {
-			o := r.op(fcVXLAN)
-			o.vx, o.x, o.mesh = v, v.fdbGen, v.mesh
-		} else {
-			o := r.op(fcMesh)
-			o.vx, o.mesh, o.x = v, v.mesh, v.mesh.gen
-			o = r.op(fcVXLAN)
-			o.vx, o.x, o.mesh = v, v.fdbGen, v.mesh
-		}
-	}
+	// The fast path need not record the FDB or mesh: their changes
+	// change the engine's cfgGen.
 	if !ok && v.mesh != nil {
 		dst, ok = v.meshDst(p.DstMAC().key())
 	}
@@ -304,9 +301,12 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 	}
 	outer := EthHdrLen + ip.HeaderLength()
 	if v.Learning {
-		v.unshareFDB(MAC(l4[16+6 : 16+12]).key())
-		v.fdbGen++
-		v.fdb[MAC(l4[16+6:16+12]).key()] = [4]byte(ip[12:16])
+		k := MAC(l4[16+6 : 16+12]).key()
+		v.unshareFDB(k)
+		if old, ok := v.fdb[k]; !ok || old != [4]byte(ip[12:16]) {
+			v.fdbChanged()
+			v.fdb[k] = [4]byte(ip[12:16])
+		}
 	}
 	p.TrimFront(int(outer) + 16)
 	p.Mark = 0
@@ -333,8 +333,7 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 // full sum; anything this does not cover (fragments, padding, a UDP
 // datagram without checksum, IP options past the frame) is summed in full.
 func outerUDPChecksum(outer header.IPv4, seg []byte, innerValid bool) uint16 {
-	x := header.PseudoHeaderChecksum(header.UDPProtocolNumber, tcpip.AddrFrom4([4]byte(outer[12:16])),
-		tcpip.AddrFrom4([4]byte(outer[16:20])), uint16(len(seg)))
+	x := pseudoSum([4]byte(outer[12:16]), [4]byte(outer[16:20]), ProtoUDP, uint16(len(seg)))
 	var c uint16
 	if sum, ok := innerSum(seg[8+vxlanHdrLen:], innerValid); ok {
 		c = ^checksum.Combine(csum(seg[:8+vxlanHdrLen+EthHdrLen], x), sum)
@@ -383,6 +382,6 @@ func innerSum(frame []byte, valid bool) (uint16, bool) {
 	default:
 		return 0, false
 	}
-	ph := header.PseudoHeaderChecksum(proto, tcpip.AddrFrom4([4]byte(ip[12:16])), tcpip.AddrFrom4([4]byte(ip[16:20])), uint16(len(l4)))
+	ph := pseudoSum([4]byte(ip[12:16]), [4]byte(ip[16:20]), uint8(proto), uint16(len(l4)))
 	return checksum.Combine(hsum, ^ph), true
 }

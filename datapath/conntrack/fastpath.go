@@ -74,10 +74,19 @@ func (s *inStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Ve
 }
 
 // Valid reports whether the connection is still the one tracked, in the
-// same state, and the packet still steady.
+// same state, and the packet still steady. The packet was steady when
+// recorded, and with the same table, status, TCP state, direction and
+// flags all steady looks at that can change is the time: the entry's
+// expiry and, for a replied UDP flow not yet ASSURED, its turn to a
+// stream.
 func (s *inStage) Valid(w *datapath.Walk, fx *datapath.Effect) bool {
 	e := fx.Ref.(*Entry)
-	return e.Status == Status(fx.N) && e.TCPState == TCPState(fx.M) && s.t.steady(e, fx.B, uint8(fx.U), w.Now())
+	if e.Status != Status(fx.N) || e.TCPState != TCPState(fx.M) || e.t != s.t {
+		return false
+	}
+	now := w.Now()
+	return e.expires > now && (e.Orig.Proto != datapath.ProtoUDP ||
+		e.Status&(StatusSeenReply|StatusAssured) != StatusSeenReply || now <= e.streamTS)
 }
 
 // Apply tracks p as Process does for a steady packet.
