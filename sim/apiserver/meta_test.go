@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -93,4 +94,46 @@ func TestKindOfIsTheSchemes(t *testing.T) {
 		require.Equal(t, gvks[0].Kind, KindOf(o), k.Name)
 		require.Equal(t, k.Name, KindOf(o))
 	}
+}
+
+// The correlator counts repeats by dedup key whatever the hash its index
+// keeps keys by: with every key on one hash (each colliding with the
+// others) the events stored are those of the index as it is.
+func TestEventIndexCollisions(t *testing.T) {
+	record := func(collide bool) string {
+		now := time.Duration(0)
+		s, err := New(Config{}, func() time.Time { return Epoch.Add(now) }, rand.New(rand.NewPCG(1, 2)))
+		require.NoError(t, err)
+		if collide {
+			s.events.hash = func(eventDedup) uint64 { return 7 }
+		}
+		var pods []Object
+		for i := range 3 {
+			p, err := s.Create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("p", i), Namespace: "default"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}})
+			require.NoError(t, err)
+			pods = append(pods, p)
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := range 200 {
+			now += time.Duration(rng.IntN(3)) * time.Second
+			p := pods[rng.IntN(len(pods))]
+			reason := []string{"Pulled", "Created", "BackOff"}[rng.IntN(3)]
+			s.Record(p, "kubelet", corev1.EventTypeNormal, reason, fmt.Sprint("message ", rng.IntN(2)))
+			if i%50 == 49 { // an event deleted: its next repeat is a new one
+				evs := s.List("Event", "default")
+				require.NoError(t, s.DeleteNow("Event", "default", evs[rng.IntN(len(evs))].GetName()))
+			}
+		}
+		var b strings.Builder
+		for _, o := range s.List("Event", "default") {
+			ev := o.(*corev1.Event)
+			fmt.Fprintf(&b, "%s %s %s %q %d %s\n", ev.Name, ev.InvolvedObject.Name, ev.Reason, ev.Message, ev.Count, ev.LastTimestamp)
+		}
+		return b.String()
+	}
+	plain, collided := record(false), record(true)
+	require.NotContains(t, plain, "p0 Pulled \"message 0\" 1 ", "repeats are counted")
+	require.Greater(t, strings.Count(plain, "\n"), 12, "deleted events are recorded again")
+	require.Equal(t, plain, collided)
 }

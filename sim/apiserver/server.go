@@ -15,6 +15,7 @@ package apiserver
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -58,7 +59,7 @@ type Server struct {
 
 	indexers map[string]map[string]IndexFunc                      // kind → index → func
 	indexes  map[string]map[string]map[string]map[string]struct{} // kind → index → value → keys
-	events   map[eventDedup]string                                // event dedup key → event key
+	events   *eventIndex                                          // event dedup key → event key
 
 	tx *txn // open transaction, if any
 	// keyBuf is scratch space for keys looked up without being kept.
@@ -103,8 +104,8 @@ func New(cfg Config, now func() time.Time, rng *rand.Rand) (*Server, error) {
 		cfg.NodePortLo, cfg.NodePortHi = 30000, 32767
 	}
 	cfg.SecurePort = cmp.Or(cfg.SecurePort, 6443)
-	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]watcher{},
-		events: map[eventDedup]string{}}
+	s := &Server{cfg: cfg, clock: now, rng: rng, objs: map[string]map[string]Object{}, watches: map[string][]watcher{}}
+	s.events = newEventIndex(s)
 	s.initIndexes()
 	for _, ns := range []string{"default", "kube-node-lease", "kube-public", "kube-system"} {
 		if _, err := s.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -655,9 +656,9 @@ func (s *Server) Abort() {
 		s.reindex(u.kind, u.key, cur, u.prev)
 	}
 	s.rev, s.uids = t.rev, t.uids
-	s.events = map[eventDedup]string{}
-	for k, o := range s.objs["Event"] {
-		s.events[eventKey(o.(*corev1.Event))] = k
+	s.events = newEventIndex(s)
+	for _, k := range slices.Sorted(maps.Keys(s.objs["Event"])) {
+		s.events.set(eventKey(s.objs["Event"][k].(*corev1.Event)), k)
 	}
 }
 
