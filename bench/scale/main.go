@@ -6,6 +6,21 @@
 //
 //	go run ./bench/scale                       # 100, 500, 1000, 2000, 5000 nodes
 //	go run ./bench/scale -nodes 100,500 -services 1000
+//	go run ./bench/scale -rollout one          # the pods one AddPod at a time
+//
+// What it models: the nodes join one after another (each AddNode settles:
+// kubelet registration, flannel lease and mesh, kube-proxy's first
+// sync); then the pods, pinned to their nodes by spec.nodeName (the
+// scheduler is not involved and no Deployment or ReplicaSet objects
+// exist), are created in waves of one pod per node (AddPods), which every
+// kubelet starts together, one PodStartDelay (1 s of virtual time) per
+// wave: 30 waves, 30 virtual seconds, 3 Events per pod, as workloads
+// scaled up together reach the nodes. No kube-proxy reaches its hourly
+// sync meanwhile. Then the Services are created in one batch
+// (AddServices) and every node's kube-proxy syncs them. -rollout one
+// creates the pods one AddPod after another instead, each spending its
+// own PodStartDelay: 150,000 virtual seconds (41 hours) at 5,000 nodes,
+// in which every node's kube-proxy makes its hourly full sync 41 times.
 //
 // Each size runs in a child process (the binary re-executes itself), so
 // that the peak RSS (VmHWM in /proc/self/status) is that size's alone.
