@@ -154,6 +154,10 @@ type Table struct {
 	vmemo [4]struct{ sc, v *Chain }
 	vgen  uint64
 	vnext uint8
+
+	// reach memoizes what LoadShared checks of the namespace's own
+	// chains (nil once they change).
+	reach *ownReach
 }
 
 // viewOf is t.view(sc) through vmemo.

@@ -590,6 +590,7 @@ func (st *staged) validate() (*Rule, error) {
 func (nf *Netfilter) commit(st *staged) {
 	t := st.t
 	t.chains = st.chains
+	t.reach = nil
 	for _, c := range st.chains {
 		if c.Builtin {
 			c.Policy = st.policy[c]

@@ -58,7 +58,26 @@ type Shared struct {
 	// patched: compiled by patchShared.
 	reused  int
 	patched bool
+	// lineage is how s differs from the ruleset it was patched from
+	// (LoadShared's check that a chain an input leaves alone is the
+	// same); verified and gone memoize that check by previous ruleset.
+	lineage  *delta
+	verified map[uint64]*Declared
+	gone     map[uint64][]string
 }
+
+// delta is what one ruleset changed of the one it was patched from: the
+// chains whose rules differ (new ones included) and the chains deleted.
+// A ruleset compiled in full starts a lineage (no parent).
+type delta struct {
+	id      uint64
+	changed []string
+	parent  *delta
+}
+
+// maxLineage is how many rulesets back LoadShared looks for the previous
+// one; older deltas are let go.
+const maxLineage = 256
 
 // Covers reports whether loading s onto a table whose shared chains are b
 // (nil: none) is what restoring s's input there does: s was compiled
@@ -258,7 +277,7 @@ func sameAs(table string, prev, like *Shared, input string, declared map[string]
 		}
 	}
 	return &Shared{table: table, prev: prev.id, input: input, declared: declared, chains: prev.chains, names: prev.names,
-		allowed: prev.allowed, height: prev.height, lines: prev.lines, refs: prev.refs, reused: len(declared)}
+		allowed: prev.allowed, height: prev.height, lines: prev.lines, refs: prev.refs, reused: len(declared), lineage: prev.lineage}
 }
 
 func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, deleted map[string]bool, simple bool) (*Shared, error) {
@@ -286,6 +305,7 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	if v := sameAs(table, prev, like, input, declared, lines, deleted, simple); v != nil {
 		sharedIDs++
 		v.id = sharedIDs
+		v.lineage = extendLineage(v.id, v.lineage, nil)
 		return v, nil
 	}
 	if like == prev && simple {
@@ -423,6 +443,7 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	slices.Sort(s.names)
 	s.summarize(reuse)
 	s.refs = refsOf(s)
+	s.lineage = &delta{id: s.id}
 	// A reused chain now belongs to s (the rulesets it came from may go);
 	// its summary is the same in both, its rules and targets being the
 	// same chains.
@@ -626,7 +647,7 @@ func (nf *Netfilter) attach(sets []*Shared) error {
 				}
 			}
 		}
-		t.chains, t.base, t.views = p.own, s, views
+		t.chains, t.base, t.views, t.reach = p.own, s, views, nil
 		if !t.loaded {
 			t.loaded = true
 			nf.order = append(nf.order, t.Name)
@@ -700,7 +721,7 @@ func (nf *Netfilter) detach(t *Table) {
 			}
 		}
 	}
-	t.chains, t.base, t.views = chains, nil, nil
+	t.chains, t.base, t.views, t.reach = chains, nil, nil, nil
 	nf.gen++
 	nf.syncPassive(t)
 }
@@ -978,7 +999,30 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	for _, c := range s.chains {
 		c.shared = s
 	}
+	diff := slices.Clone(changed)
+	for name := range deleted {
+		diff = append(diff, name)
+	}
+	s.lineage = extendLineage(s.id, prev.lineage, diff)
 	return s
+}
+
+// extendLineage returns the delta of ruleset id, changing the chains
+// named in changed of the one parent describes (nil: none known), and
+// lets go of the deltas more than maxLineage back.
+func extendLineage(id uint64, parent *delta, changed []string) *delta {
+	for i, name := range changed {
+		changed[i] = strings.Clone(name) // not a piece of the input
+	}
+	d := &delta{id: id, changed: changed, parent: parent}
+	l := d
+	for i := 0; l != nil && i < maxLineage; i++ {
+		l = l.parent
+	}
+	if l != nil {
+		l.parent = nil
+	}
+	return d
 }
 
 // refsOf counts, by chain name, the rules of s that jump to it.
@@ -1015,4 +1059,335 @@ func (t *Table) OwnChainNames() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Declared says what an iptables-restore --noflush input for a shared
+// ruleset does to a table (LoadShared): the chains it declares, flushing
+// and writing them, and the chains it deletes.
+type Declared struct {
+	// All: it declares every chain of the ruleset (kube-proxy's full
+	// sync); else it declares Chains (kube-proxy's partial sync: its
+	// top-level chains and those of the Services changed).
+	All    bool
+	Chains map[string]bool
+	// Deleted are chains of the table that the ruleset does not hold,
+	// declared and deleted (-X).
+	Deleted []string
+}
+
+func (d *Declared) declares(name string) bool { return d.All || d.Chains[name] }
+
+// ErrNotLoaded is LoadShared's answer when it cannot tell that loading
+// the ruleset is what restoring its input would do on the table as it is
+// (the table is on no ruleset s was patched from, or not on a recent
+// one, or an input leaving a chain alone would keep different rules
+// than s's, or the kernel would refuse the result): nothing was changed,
+// and the caller restores the text, which does it (or gives the error).
+var ErrNotLoaded = errors.New("netfilter: shared ruleset not loadable onto the table as it is")
+
+// LoadShared loads s into its table as Restore(input, --noflush
+// --counters) does of an input that writes s's chains, declaring those
+// d declares and leaving the others, and deletes d.Deleted: the chains
+// declared start with zero counters, the chains s holds and d does not
+// declare keep theirs (they are unchanged since the ruleset the table is
+// on: s's lineage says so), the chains of the table's previous ruleset
+// that s does not hold and d does not delete stay as they are (as the
+// namespace's own chains, counters included), and the namespace's own
+// chains stay. The cost is that of the namespace's own chains and of the
+// chains that changed, not of the ruleset. ErrNotLoaded when it cannot
+// tell (nothing changed then).
+func (nf *Netfilter) LoadShared(s *Shared, d *Declared) error {
+	t := nf.tables[s.table]
+	if t == nil || s.loops {
+		return ErrNotLoaded
+	}
+	b := t.base
+	if !d.All && (b == nil || !s.sameSince(b.id, d)) {
+		return ErrNotLoaded
+	}
+	var del map[string]bool
+	if len(d.Deleted) > 0 {
+		del = make(map[string]bool, len(d.Deleted))
+		for _, name := range d.Deleted {
+			oc := t.chains[name]
+			if s.chains[name] != nil || (oc != nil && oc.Builtin) || (oc == nil && (b == nil || b.chains[name] == nil)) {
+				return ErrNotLoaded // restore's error, from the text
+			}
+			del[name] = true
+		}
+	}
+	// The namespace's own chains named like one of s are declared
+	// (flushed and written as s's), or the input could not be s's.
+	ownChanged := false
+	for name, c := range t.chains {
+		if s.chains[name] != nil {
+			if c.Builtin || !d.declares(name) {
+				return ErrNotLoaded
+			}
+			ownChanged = true
+		} else if del[name] {
+			ownChanged = true
+		}
+	}
+	// The chains of the previous ruleset that s does not hold and the
+	// input does not delete stay: they become the namespace's own.
+	var carried map[string]*Chain
+	if b != nil && b != s {
+		for _, name := range s.goneSince(b) {
+			if !del[name] && t.chains[name] == nil {
+				if carried == nil {
+					carried = map[string]*Chain{}
+				}
+				carried[name] = &Chain{Name: name}
+			}
+		}
+	}
+	resolve := func(c *Chain) *Chain {
+		name := c.Name
+		if oc := t.chains[name]; oc == c && c.shared == nil {
+			if del[name] {
+				return nil
+			}
+			if sc := s.chains[name]; sc != nil {
+				return sc
+			}
+			return c
+		}
+		if sc := s.chains[name]; sc != nil {
+			return sc
+		}
+		if cc := carried[name]; cc != nil {
+			return cc
+		}
+		return nil
+	}
+	// The namespace's chains as they will be, and translate_table's
+	// checks on them (memoized while they stay as they are).
+	own, rebuilt := t.chains, ownChanged || carried != nil
+	if rebuilt {
+		own = make(map[string]*Chain, len(t.chains)+len(carried))
+		for name, c := range t.chains {
+			if s.chains[name] == nil && !del[name] {
+				own[name] = c
+			}
+		}
+		for name, c := range carried {
+			bc := b.chains[name]
+			c.rules = make([]*Rule, len(bc.rules))
+			for i, r := range bc.rules {
+				n := *r
+				n.chain, n.run = c, nil
+				if r.target.chain != nil {
+					if n.target.chain = resolve(r.target.chain); n.target.chain == nil {
+						return ErrNotLoaded // it jumps to a chain deleted: restore's error
+					}
+				}
+				c.rules[i] = &n
+			}
+			if v := t.views[bc]; v != nil && v.ctr != nil {
+				c.ctr = slices.Clone(v.ctr)
+			}
+			c.buildIndex()
+			own[name] = c
+		}
+	}
+	reach := t.reach
+	if reach == nil || rebuilt {
+		var ok bool
+		if reach, ok = reachOf(t, own, resolve); !ok {
+			return ErrNotLoaded
+		}
+	}
+	if !reach.fits(s, own) {
+		return ErrNotLoaded
+	}
+	// Commit.
+	views := map[*Chain]*Chain{}
+	for oc, v := range t.views {
+		if v.ctr == nil || d.declares(oc.Name) {
+			continue
+		}
+		if nc := s.chains[oc.Name]; nc != nil {
+			views[nc] = &Chain{Name: nc.Name, rules: nc.rules, view: nc, ctr: v.ctr}
+		}
+	}
+	for _, c := range own {
+		if carried[c.Name] == c {
+			continue // its targets are resolved
+		}
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil {
+				r.target.chain = resolve(tc)
+			}
+		}
+	}
+	t.chains, t.base, t.views, t.reach = own, s, views, reach
+	if !t.loaded {
+		t.loaded = true
+		nf.order = append(nf.order, t.Name)
+	}
+	nf.syncPassive(t)
+	nf.gen++
+	return nil
+}
+
+// sameSince reports whether every chain of s whose rules differ from
+// those of the ruleset numbered base (one s descends from) is declared
+// by d, memoized by base for the d last asked.
+func (s *Shared) sameSince(base uint64, d *Declared) bool {
+	if s.verified[base] == d {
+		return true
+	}
+	steps := 0
+	for l := s.lineage; l != nil; l = l.parent {
+		if l.id == base {
+			if s.verified == nil || len(s.verified) > 64 {
+				s.verified = map[uint64]*Declared{}
+			}
+			s.verified[base] = d
+			return true
+		}
+		if steps++; steps > maxLineage {
+			return false
+		}
+		for _, name := range l.changed {
+			if s.chains[name] != nil && !d.declares(name) {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// goneSince returns, sorted, the chains of b that s does not hold,
+// memoized by b: from s's lineage when s descends from b, else by
+// comparing their chains.
+func (s *Shared) goneSince(b *Shared) []string {
+	if g, ok := s.gone[b.id]; ok {
+		return g
+	}
+	var out []string
+	found := false
+	steps := 0
+	for l := s.lineage; l != nil && steps <= maxLineage; l, steps = l.parent, steps+1 {
+		if l.id == b.id {
+			found = true
+			break
+		}
+		for _, name := range l.changed {
+			if s.chains[name] == nil && b.chains[name] != nil {
+				out = append(out, name)
+			}
+		}
+	}
+	if !found {
+		out = nil
+		for _, name := range b.names {
+			if s.chains[name] == nil {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if s.gone == nil || len(s.gone) > 64 {
+		s.gone = map[uint64][]string{}
+	}
+	s.gone[b.id] = out
+	return out
+}
+
+// ownReach is what the kernel's checks of a table (translate_table, the
+// jump depth) find in a namespace's own chains: the chains not its own
+// that their rules jump to, and those of them reached from a built-in
+// chain, with the hooks and the most nested jumps from which.
+type ownReach struct {
+	targets []string
+	reached []reached
+}
+
+type reached struct {
+	name  string
+	hooks uint8
+	depth int
+}
+
+// reachOf computes ownReach for the own chains own of t, their jumps
+// resolved by resolve (nil: a chain that will not exist); false when
+// the own chains alone are refused (a loop, a target used from a hook it
+// does not support, jumps nested too deep, a jump to no chain).
+func reachOf(t *Table, own map[string]*Chain, resolve func(*Chain) *Chain) (*ownReach, bool) {
+	out := &ownReach{}
+	seen := map[string]int{}
+	masks := map[*Chain]uint8{}
+	depths := map[*Chain]int{}
+	for _, c := range own {
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil {
+				rc := resolve(tc)
+				if rc == nil {
+					return nil, false
+				}
+				if own[rc.Name] != rc && !slices.Contains(out.targets, rc.Name) {
+					out.targets = append(out.targets, rc.Name)
+				}
+			}
+		}
+	}
+	var visit func(c *Chain, h uint8, depth int, on map[*Chain]bool) bool
+	visit = func(c *Chain, h uint8, depth int, on map[*Chain]bool) bool {
+		if own[c.Name] != c {
+			i, ok := seen[c.Name]
+			if !ok {
+				i = len(out.reached)
+				seen[c.Name] = i
+				out.reached = append(out.reached, reached{name: c.Name})
+			}
+			out.reached[i].hooks |= h
+			out.reached[i].depth = max(out.reached[i].depth, depth)
+			return true
+		}
+		if on[c] || depth >= NFTJumpStackSize {
+			return false
+		}
+		if d, ok := depths[c]; ok && masks[c]&h == h && d >= depth {
+			return true // seen from this hook at this depth or deeper
+		}
+		masks[c] |= h
+		depths[c] = max(depths[c], depth)
+		on[c] = true
+		defer delete(on, c)
+		for _, r := range c.rules {
+			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+				return false
+			}
+			if tc := r.target.chain; tc != nil && !visit(resolve(tc), h, depth+1, on) {
+				return false
+			}
+		}
+		return true
+	}
+	for h, b := range t.builtins {
+		if b != nil && !visit(b, 1<<h, 0, map[*Chain]bool{}) {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// fits reports whether the chains of s the own chains jump to exist (in
+// s or among own) and accept being reached as they are.
+func (r *ownReach) fits(s *Shared, own map[string]*Chain) bool {
+	for _, name := range r.targets {
+		if s.chains[name] == nil && own[name] == nil {
+			return false
+		}
+	}
+	for _, x := range r.reached {
+		c := s.chains[x.name]
+		if c == nil || s.allowed[c]&x.hooks != x.hooks || x.depth+s.height[c] >= NFTJumpStackSize {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -377,4 +378,217 @@ func TestPatchedSharedEqualsRestore(t *testing.T) {
 	}
 	assert.NotContains(t, a.nf.Save(SaveOptions{}), "KUBE-SVC-Y")
 	assert.NotContains(t, a.nf.Save(SaveOptions{}), "KUBE-SEP-2")
+}
+
+// lsState is a kube-proxy nat table: Service X with endpoints eps
+// (KUBE-SVC-X, KUBE-SEP-i) and, if y, Service Y (KUBE-SVC-Y).
+type lsState struct {
+	eps []int
+	y   bool
+}
+
+var lsTop = []string{"KUBE-MARK-MASQ", "KUBE-POSTROUTING", "KUBE-SERVICES"}
+
+// chains returns the state's chains and their rule lines.
+func (s lsState) chains() map[string][]string {
+	m := map[string][]string{
+		"KUBE-POSTROUTING": {"-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN", "-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000",
+			"-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully"},
+		"KUBE-MARK-MASQ": {"-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000"},
+		"KUBE-SERVICES":  {"-A KUBE-SERVICES -m comment --comment \"ns/svc:dns cluster IP\" -p udp -d 10.96.0.10/32 --dport 53 -j KUBE-SVC-X"},
+	}
+	if s.y {
+		m["KUBE-SERVICES"] = append(m["KUBE-SERVICES"], "-A KUBE-SERVICES -p tcp -d 10.96.0.11/32 --dport 80 -j KUBE-SVC-Y")
+		m["KUBE-SVC-Y"] = []string{"-A KUBE-SVC-Y -j KUBE-MARK-MASQ"}
+	}
+	m["KUBE-SERVICES"] = append(m["KUBE-SERVICES"], "-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports\" -m addrtype --dst-type LOCAL -j RETURN")
+	x := []string{"-A KUBE-SVC-X ! -s 10.0.1.0/24 -d 10.96.0.10/32 -p udp --dport 53 -j KUBE-MARK-MASQ"}
+	for i, ep := range s.eps {
+		sep := fmt.Sprintf("KUBE-SEP-%d", ep)
+		if i < len(s.eps)-1 {
+			x = append(x, fmt.Sprintf("-A KUBE-SVC-X -m statistic --mode random --probability %.10f -j %s", 1/float64(len(s.eps)-i), sep))
+		} else {
+			x = append(x, "-A KUBE-SVC-X -j "+sep)
+		}
+		m[sep] = []string{"-A " + sep + " -s 10.0.2.2/32 -j KUBE-MARK-MASQ", fmt.Sprintf("-A %s -p udp -j DNAT --to-destination 10.0.2.2:%d", sep, 5000+ep)}
+	}
+	m["KUBE-SVC-X"] = x
+	return m
+}
+
+// changed returns the chains a partial sync from a to s declares: the
+// top-level ones and, at s, those of the Services that differ.
+func (s lsState) changed(a lsState) map[string]bool {
+	d := map[string]bool{}
+	for _, c := range lsTop {
+		d[c] = true
+	}
+	if fmt.Sprint(a.eps) != fmt.Sprint(s.eps) {
+		d["KUBE-SVC-X"] = true
+		for _, ep := range s.eps {
+			d[fmt.Sprintf("KUBE-SEP-%d", ep)] = true
+		}
+	}
+	if a.y != s.y && s.y {
+		d["KUBE-SVC-Y"] = true
+	}
+	return d
+}
+
+// lsInput is the restore input declaring and writing the chains of d
+// (all of s's when d is nil) and deleting those of del.
+func lsInput(s lsState, d map[string]bool, del []string) string {
+	m := s.chains()
+	var names []string
+	for name := range m {
+		if d == nil || d[name] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	b.WriteString("*nat\n")
+	for _, name := range append(slices.Clone(names), del...) {
+		b.WriteString(":" + name + " - [0:0]\n")
+	}
+	for _, name := range names {
+		for _, l := range m[name] {
+			b.WriteString(l + "\n")
+		}
+	}
+	for _, name := range del {
+		b.WriteString("-X " + name + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// staleOf is the per-Service chains of nf's nat table that s does not
+// hold (what kube-proxy's cleanup deletes).
+func staleOf(nf *Netfilter, s lsState) []string {
+	m := s.chains()
+	var out []string
+	for _, c := range nf.Table(NAT).Chains() {
+		if (strings.HasPrefix(c.Name, "KUBE-SVC-") || strings.HasPrefix(c.Name, "KUBE-SEP-")) && m[c.Name] == nil {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// TestLoadSharedEqualsRestore: rulesets patched one from the other, each
+// from the previous one's partial sync (the cluster's one copy per
+// generation), loaded with LoadShared by namespaces that sync at every
+// generation, every other one, or without deleting stale chains, leave
+// each namespace as restoring its own partial (or full) sync's text
+// leaves it: the same rules, the same counters (the chains declared
+// restart from zero, the others keep theirs, stale chains kept stay
+// with theirs), before and after traffic.
+func TestLoadSharedEqualsRestore(t *testing.T) {
+	states := []lsState{
+		{eps: []int{0, 1, 2}, y: true},
+		{eps: []int{0, 1}, y: true},    // an endpoint gone
+		{eps: []int{0, 1, 3}, y: true}, // a new endpoint
+		{eps: []int{0, 1, 3}},          // Service Y gone
+		{eps: []int{0, 1, 3, 2}},       // the endpoint back (its stale chain kept by some)
+		{eps: []int{0, 1, 3, 2}},       // nothing changed
+		{eps: []int{1, 2}},             // two endpoints gone
+	}
+	opts := RestoreOptions{Noflush: true, Counters: true}
+	// The cluster's rulesets, one per generation.
+	sets := make([]*Shared, len(states))
+	var err error
+	sets[0], err = CompileShared(NAT, nil, lsInput(states[0], nil, nil))
+	require.NoError(t, err)
+	for g := 1; g < len(states); g++ {
+		var del []string
+		for name := range states[g-1].chains() {
+			if states[g].chains()[name] == nil {
+				del = append(del, name)
+			}
+		}
+		slices.Sort(del)
+		in := lsInput(states[g], states[g].changed(states[g-1]), del)
+		sets[g], err = CompileSharedLike(NAT, sets[g-1], sets[g-1], in)
+		require.NoError(t, err, g)
+	}
+	type node struct {
+		name      string
+		syncs     func(g int) bool
+		clean     func(g int) bool
+		full      func(g int) bool
+		ref, sh   *topo
+		last      int
+		refLoaded bool
+	}
+	always := func(int) bool { return true }
+	nodes := []*node{
+		{name: "every generation", syncs: always, clean: always, full: func(g int) bool { return g == 0 }},
+		{name: "every other generation", syncs: func(g int) bool { return g%2 == 0 || g == len(states)-1 }, clean: always, full: func(g int) bool { return g == 0 }},
+		{name: "stale chains kept, then a full sync", syncs: always, clean: func(g int) bool { return g == 0 || g == 5 }, full: func(g int) bool { return g == 0 || g == 5 }},
+	}
+	port := uint16(20000)
+	traffic := func(tp *topo) {
+		for i := range 12 {
+			send(t, tp.client, udpPacket(ipClient, ipVIP, port+uint16(i), 53, []byte("q")), nil)
+			require.NoError(t, tp.e.Run())
+		}
+	}
+	for _, n := range nodes {
+		n.ref, n.sh = newTopo(t, conntrack.Config{}), newTopo(t, conntrack.Config{})
+		for _, tp := range []*topo{n.ref, n.sh} {
+			ensureJumps(t, tp.nf)
+			for i := range 4 {
+				_, err := tp.server.ListenUDP(uint16(5000+i), false)
+				require.NoError(t, err)
+			}
+		}
+	}
+	for g, st := range states {
+		for _, n := range nodes {
+			if !n.syncs(g) {
+				continue
+			}
+			step := fmt.Sprintf("%s, generation %d", n.name, g)
+			var del []string
+			if n.clean(g) {
+				del = staleOf(n.ref.nf, st)
+				assert.Equal(t, del, staleOf(n.sh.nf, st), step)
+			}
+			d := &Declared{Deleted: del}
+			var in string
+			if n.full(g) {
+				d.All = true
+				in = lsInput(st, nil, del)
+			} else {
+				d.Chains = st.changed(states[n.last])
+				in = lsInput(st, d.Chains, del)
+			}
+			require.NoError(t, n.ref.nf.Restore(in, opts), step)
+			if !d.All {
+				// A declaration missing a chain that changed: refused,
+				// nothing changed.
+				before := n.sh.nf.Save(SaveOptions{Counters: true})
+				short := &Declared{Chains: map[string]bool{}, Deleted: del}
+				if g > n.last && len(d.Chains) > len(lsTop) {
+					assert.ErrorIs(t, n.sh.nf.LoadShared(sets[g], short), ErrNotLoaded, step)
+					assert.Equal(t, before, n.sh.nf.Save(SaveOptions{Counters: true}), step)
+				}
+			}
+			require.NoError(t, n.sh.nf.LoadShared(sets[g], d), step)
+			assert.Same(t, sets[g], n.sh.nf.Table(NAT).Shared(), step)
+			assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), n.sh.nf.Save(SaveOptions{Counters: true}), step)
+			n.last = g
+		}
+		for _, n := range nodes {
+			traffic(n.ref)
+			traffic(n.sh)
+			assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), n.sh.nf.Save(SaveOptions{Counters: true}), "%s, generation %d, traffic", n.name, g)
+			assert.Equal(t, len(n.ref.atServer.pkts), len(n.sh.atServer.pkts))
+		}
+		port += 100
+	}
+	// The namespace that kept KUBE-SEP-2 when it went stale held it as
+	// its own until the endpoint came back.
+	assert.Contains(t, nodes[2].sh.nf.Save(SaveOptions{}), ":KUBE-SEP-2 ")
 }
