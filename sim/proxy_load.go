@@ -56,6 +56,10 @@ type iptablesProxier struct {
 	// maxInterval timer is pending.
 	lastRun time.Duration
 	armed   bool
+	// onPartial: the last sync loaded the cluster's rulesets of the
+	// partial syncs' lineage while they differed from a full sync's
+	// (proxyCanon).
+	onPartial bool
 }
 
 // ProxyMaxSyncInterval is the longest kube-proxy's iptables proxier goes
@@ -150,8 +154,11 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	now := p.c.World.Now()
 	full := !p.synced || now-p.lastFull >= ProxyFullSyncPeriod
 	var changed map[string]bool
-	if !full {
-		changed = p.c.proxyChangedServices(p.last, p.lastGen, snap, gen)
+	changedSince := func() map[string]bool {
+		if changed == nil && !full {
+			changed = p.c.proxyChangedServices(p.last, p.lastGen, snap, gen)
+		}
+		return changed
 	}
 	p.synced = false // until this sync succeeds
 	p.lastRun = now
@@ -166,12 +173,23 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		return r
 	}
 	if gen != 0 && shareProxyRules && p.c.nodeIndependent(cfg, snap, gen) {
+		if cn := p.c.proxyCanonFor(cfg, snap, gen); cn != nil {
+			if ok, err := p.loadCanon(cn, cfg, full, clean); ok {
+				if err != nil {
+					return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
+				}
+				n.setProxyRules(nil, lazy)
+				p.succeeded(full, now, cleaned)
+				p.clearStale(cfg, snap, gen)
+				return nil
+			}
+		}
 		var rules *kubeproxy.Rules
 		var sets [2]*netfilter.Shared
 		if full {
 			rules, sets = p.c.sharedProxyRules(cfg, snap, gen, n, clean)
 		} else if p.lastGen != 0 {
-			rules, sets = p.c.sharedPartialProxyRules(cfg, snap, gen, p.lastGen, changed, n, clean)
+			rules, sets = p.c.sharedPartialProxyRules(cfg, snap, gen, p.lastGen, changedSince(), n, clean)
 		}
 		if rules != nil {
 			var err error
@@ -195,6 +213,7 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	if full {
 		rules, err = kubeproxy.Generate(cfg, snap)
 	} else {
+		changedSince()
 		rules, err = kubeproxy.GeneratePartial(cfg, snap, func(ns, name string) bool { return changed[ns+"/"+name] })
 	}
 	if err != nil {
@@ -482,11 +501,24 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 }
 
 // proxyTrack is the kubeproxy.Tracker of the rules the nodes share, with
-// the snapshot (and its generation) it last generated.
+// the snapshot (and its generation) it last generated, and the rulesets
+// of the latest generation (canon).
 type proxyTrack struct {
 	tracker kubeproxy.Tracker
 	snap    kubeproxy.Snapshot
 	gen     uint64
+	canon   *proxyCanon
+	// canonLoads counts the syncs that loaded canon's rulesets, and
+	// outOfStep those of nodes that synced last at another generation
+	// than the rulesets before (for tests).
+	canonLoads, outOfStep int
+	// lastLarge is, by chain, the large-cluster mode canon's partial
+	// lineage (proxyCanon.sets) last wrote it in, baseLarge that of the
+	// chains it holds from before (the mode of its first ruleset): a
+	// partial sync that declares a chain written in another mode than
+	// the current one writes it otherwise than the lineage holds it.
+	lastLarge map[string]bool
+	baseLarge bool
 	// slices memoizes proxySlice by informer object (each watch event
 	// delivers a new one) and resource version.
 	slices map[*discoveryv1.EndpointSlice]proxySliceMemo
@@ -725,4 +757,338 @@ func (c *Cluster) installNetfilter(n *Node) error {
 		}
 	}
 	return nil
+}
+
+// proxyCanon is kube-proxy's rulesets at one snapshot generation when
+// they do not depend on the node: compiled once for every node, patched
+// from the previous generation's with the chains that changed (the
+// Services changed since, as a partial sync writes them, and the stale
+// chains deleted), so that every node that syncs to the generation,
+// whatever generation it synced last, loads the same rulesets
+// (netfilter.LoadShared), declaring what its own sync's input declares:
+// every chain at a full sync; at a partial one the top-level chains and
+// those of the Services changed since its last sync. The chains it
+// leaves out keep their counters; they are unchanged since (the rulesets'
+// lineage says so, or the node restores its text as before).
+//
+// When kube-proxy's large-cluster mode changes, every endpoint rule's
+// comment does, but a partial sync writes only the Services changed: the
+// nodes that made a full sync since hold other rules than those that did
+// not. Then sets are the latter's (patched on), and full the former's
+// (made at the first full sync, patched on too), until no node is left on
+// sets' lineage.
+type proxyCanon struct {
+	gen uint64
+	// prevGen is the generation of the rulesets cn was patched from (0:
+	// none).
+	prevGen    uint64
+	snap       kubeproxy.Snapshot
+	cfg        kubeproxy.Config // as generated with (no node)
+	rules      *kubeproxy.Rules
+	sets, full [2]*netfilter.Shared // filter, nat
+	// exact: sets are what a full sync writes (full is not needed).
+	exact bool
+	fails bool     // not built: the nodes take the other ways
+	top   []string // nat's top-level chains
+	// decl is what a partial sync declares in nat, by the generation of
+	// the node's last sync; stale the chains a node on a ruleset deletes
+	// when it cleans up, by that ruleset.
+	decl  map[uint64]*netfilter.Declared
+	stale map[*netfilter.Shared][]string
+	// otherMode marks the declarations of decl that declare a chain sets
+	// holds as written in the other large-cluster mode: not loadable
+	// from sets.
+	otherMode map[*netfilter.Declared]bool
+}
+
+// everyChain is what a full sync declares, and any sync in filter (whose
+// chains are all top-level).
+var everyChain = &netfilter.Declared{All: true}
+
+// proxyCanonFor returns the rulesets of generation gen (built at the
+// first sync to it), or nil when they cannot be built.
+func (c *Cluster) proxyCanonFor(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64) *proxyCanon {
+	pt := c.proxyTracker()
+	prev := pt.canon
+	if prev != nil && prev.gen == gen {
+		if prev.fails {
+			return nil
+		}
+		return prev
+	}
+	gcfg := cfg
+	gcfg.NodeName, gcfg.NodeIPs = "", nil
+	cn := &proxyCanon{gen: gen, snap: snap, cfg: gcfg, decl: map[uint64]*netfilter.Declared{}, stale: map[*netfilter.Shared][]string{},
+		otherMode: map[*netfilter.Declared]bool{}}
+	pt.canon = cn
+	ok := prev != nil && !prev.fails && reflect.DeepEqual(prev.cfg, gcfg) && c.patchCanon(cn, prev, cfg)
+	if !ok {
+		ok = c.freshCanon(cn, cfg)
+	}
+	if !ok {
+		cn.fails = true
+		return nil
+	}
+	cn.top = cn.rules.TopChains("nat")
+	c.proxyLastShared = cn.sets
+	return cn
+}
+
+// patchCanon builds cn from prev: the partial sync from prev's
+// generation, deleting the chains stale, compiled onto prev's rulesets.
+func (c *Cluster) patchCanon(cn, prev *proxyCanon, cfg kubeproxy.Config) bool {
+	changed := c.proxyChangedServices(prev.snap, prev.gen, cn.snap, cn.gen)
+	// The chains the Services changed had: those they no longer have are
+	// stale (the rulesets before hold no other).
+	pt := c.proxyTracker()
+	var had []string
+	if pt.gen == prev.gen {
+		for k := range changed {
+			ns, name, _ := strings.Cut(k, "/")
+			had = append(had, pt.tracker.ServiceChains(ns, name)...)
+		}
+	}
+	trackedGen := pt.gen
+	rules, err := c.trackedProxyRules(cfg, cn.snap, cn.gen, func(ns, name string) bool { return changed[ns+"/"+name] })
+	if err != nil {
+		return false
+	}
+	flip := rules.LargeCluster != prev.rules.LargeCluster
+	base, other := prev.sets, prev.full
+	cn.exact = prev.exact && !flip
+	if !prev.exact && other[1] != nil && !c.nodesOnPartialLineage() {
+		// Every node made a full sync since the mode changed.
+		base, other, cn.exact = other, [2]*netfilter.Shared{}, !flip
+		pt.lastLarge, pt.baseLarge = nil, prev.rules.LargeCluster
+	}
+	if flip {
+		other = [2]*netfilter.Shared{} // its nodes restore their own until their next full sync
+	}
+	now := map[string]bool{}
+	for k := range changed {
+		ns, name, _ := strings.Cut(k, "/")
+		for _, ch := range pt.tracker.ServiceChains(ns, name) {
+			now[ch] = true
+			if pt.lastLarge == nil {
+				pt.lastLarge = map[string]bool{}
+			}
+			pt.lastLarge[ch] = rules.LargeCluster
+		}
+	}
+	var stale []string
+	if trackedGen == prev.gen {
+		for _, ch := range had {
+			if !now[ch] && base[1].Has(ch) {
+				stale = append(stale, ch)
+			}
+		}
+		slices.Sort(stale)
+		stale = slices.Compact(stale)
+	} else {
+		stale = rules.StaleChains(base[1].ChainNames())
+	}
+	for i, t := range proxyTables {
+		input := rules.RestoreInputTableDeleting(t, stale)
+		s, err := netfilter.CompileSharedLike(t, base[i], base[i], input)
+		if err != nil {
+			return false
+		}
+		cn.sets[i] = s
+		if other[i] != nil {
+			if cn.full[i], err = netfilter.CompileSharedLike(t, other[i], other[i], input); err != nil {
+				return false
+			}
+		}
+	}
+	cn.rules, cn.prevGen = rules, prev.gen
+	return true
+}
+
+// nodesOnPartialLineage reports whether some node's last sync loaded the
+// rulesets of the partial syncs' lineage while they were not a full
+// sync's.
+func (c *Cluster) nodesOnPartialLineage() bool {
+	for _, n := range c.nodes {
+		if p, ok := n.Proxier.(*iptablesProxier); ok && p.onPartial {
+			return true
+		}
+	}
+	return false
+}
+
+// freshCanon builds cn from a full sync's rules, compiled onto nothing
+// (reusing the chains of the last rulesets compiled).
+func (c *Cluster) freshCanon(cn *proxyCanon, cfg kubeproxy.Config) bool {
+	rules, err := c.trackedProxyRules(cfg, cn.snap, cn.gen, nil)
+	if err != nil {
+		return false
+	}
+	for i, t := range proxyTables {
+		s, err := netfilter.CompileSharedLike(t, nil, c.proxyLastShared[i], rules.RestoreInputTable(t))
+		if err != nil {
+			return false
+		}
+		cn.sets[i] = s
+	}
+	cn.rules, cn.exact = rules, true
+	pt := c.proxyTracker()
+	pt.lastLarge, pt.baseLarge = nil, rules.LargeCluster
+	return true
+}
+
+// fullSets returns the rulesets a full sync at cn's generation loads
+// (nil when they cannot be built): sets when exact, else full, compiled
+// at the first full sync from its rules onto sets (the chains whose
+// rules differ).
+func (c *Cluster) fullSets(cn *proxyCanon, cfg kubeproxy.Config) *[2]*netfilter.Shared {
+	if cn.exact {
+		return &cn.sets
+	}
+	if cn.full[1] == nil {
+		rules, err := c.trackedProxyRules(cfg, cn.snap, cn.gen, nil)
+		if err != nil {
+			return nil
+		}
+		var full [2]*netfilter.Shared
+		for i, t := range proxyTables {
+			if full[i], err = netfilter.CompileSharedLike(t, cn.sets[i], cn.sets[i], rules.RestoreInputTable(t)); err != nil {
+				return nil
+			}
+		}
+		cn.full = full
+	}
+	return &cn.full
+}
+
+// declaredSince is what a partial sync to cn from the snapshot last
+// (generation lastGen) declares in nat: the top-level chains, and the
+// chains of the Services changed since, as cn's generation writes them;
+// nil when unknown. One answer serves every node that synced last at
+// lastGen.
+func (c *Cluster) declaredSince(cn *proxyCanon, last kubeproxy.Snapshot, lastGen uint64) *netfilter.Declared {
+	if d, ok := cn.decl[lastGen]; ok {
+		return d
+	}
+	pt := c.proxyTracker()
+	if lastGen == 0 || pt.gen != cn.gen {
+		return nil
+	}
+	changed := c.proxyChangedServices(last, lastGen, cn.snap, cn.gen)
+	m := make(map[string]bool, len(cn.top)+4*len(changed))
+	for _, ch := range cn.top {
+		m[ch] = true
+	}
+	for k := range changed {
+		ns, name, _ := strings.Cut(k, "/")
+		for _, ch := range pt.tracker.ServiceChains(ns, name) {
+			m[ch] = true
+		}
+	}
+	d := &netfilter.Declared{Chains: m}
+	if len(cn.decl) > 64 {
+		clear(cn.decl)
+	}
+	cn.decl[lastGen] = d
+	if !cn.exact {
+		for ch := range m {
+			if mode, ok := pt.lastLarge[ch]; kubeproxy.IsServiceChain(ch) && (ok && mode != cn.rules.LargeCluster || !ok && pt.baseLarge != cn.rules.LargeCluster) {
+				cn.otherMode[d] = true // the partial lineage holds ch as written in the other mode
+				break
+			}
+		}
+	}
+	return d
+}
+
+// staleIn returns the chains of the nat table t that a cleanup loading
+// the nat ruleset s deletes: kube-proxy's per-Service chains s does not
+// hold (from t's ruleset, memoized by it, and t's own chains).
+func (cn *proxyCanon) staleIn(t *netfilter.Table, s *netfilter.Shared) []string {
+	b := t.Shared()
+	out, ok := cn.stale[b]
+	if !ok {
+		for _, name := range s.Gone(b) {
+			if kubeproxy.IsServiceChain(name) {
+				out = append(out, name)
+			}
+		}
+		if len(cn.stale) > 64 {
+			clear(cn.stale)
+		}
+		cn.stale[b] = out
+	}
+	var own []string
+	for _, name := range t.OwnChainNames() {
+		if kubeproxy.IsServiceChain(name) && !s.Has(name) {
+			own = append(own, name)
+		}
+	}
+	if len(own) == 0 {
+		return out
+	}
+	return append(slices.Clone(out), own...)
+}
+
+// loadCanon is a sync of p's node onto cn's rulesets; false when the node
+// cannot load them as its sync would leave its tables (it then takes the
+// other ways; nothing changed, but for the jump rules a full sync ensures).
+func (p *iptablesProxier) loadCanon(cn *proxyCanon, cfg kubeproxy.Config, full bool, clean func(bool) bool) (bool, error) {
+	n := p.n
+	d := everyChain
+	var tries []*[2]*netfilter.Shared
+	if full {
+		sets := p.c.fullSets(cn, cfg)
+		if sets == nil {
+			return false, nil
+		}
+		tries = append(tries, sets)
+	} else {
+		if d = p.c.declaredSince(cn, p.last, p.lastGen); d == nil {
+			return false, nil
+		}
+		// The lineage the node was on first.
+		tries = append(tries, &cn.sets, &cn.full)
+		if !p.onPartial && cn.full[1] != nil {
+			tries[0], tries[1] = tries[1], tries[0]
+		}
+		if cn.otherMode[d] {
+			tries = slices.DeleteFunc(tries, func(t *[2]*netfilter.Shared) bool { return t == &cn.sets })
+		}
+	}
+	nat := n.Netfilter.Table("nat")
+	ensured := false
+	for _, sets := range tries {
+		if sets[1] == nil {
+			continue
+		}
+		dn := d
+		if clean(cn.rules.LargeCluster) {
+			if stale := cn.staleIn(nat, sets[1]); len(stale) > 0 {
+				dd := *d
+				dd.Deleted = stale
+				dn = &dd
+			}
+		}
+		if full && !ensured {
+			if err := ensureProxyJumps(n, cn.rules); err != nil {
+				return true, err
+			}
+			ensured = true
+		}
+		err := n.Netfilter.LoadShared(netfilter.Load{Set: sets[0], Declared: everyChain}, netfilter.Load{Set: sets[1], Declared: dn})
+		if err == netfilter.ErrNotLoaded {
+			continue
+		}
+		if err == nil {
+			pt := p.c.proxyTracker()
+			pt.canonLoads++
+			if !full && cn.prevGen != p.lastGen {
+				pt.outOfStep++
+			}
+			p.onPartial = sets == &cn.sets && !cn.exact
+		}
+		return true, err
+	}
+	p.onPartial = false
+	return false, nil
 }

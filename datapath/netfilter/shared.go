@@ -3,8 +3,10 @@ package netfilter
 import (
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // A Shared ruleset is one compiled copy of the user chains an
@@ -62,7 +64,7 @@ type Shared struct {
 	// (LoadShared's check that a chain an input leaves alone is the
 	// same); verified and gone memoize that check by previous ruleset.
 	lineage  *delta
-	verified map[uint64]*Declared
+	verified map[uint64]unsafe.Pointer
 	gone     map[uint64][]string
 }
 
@@ -1067,7 +1069,9 @@ func (t *Table) OwnChainNames() []string {
 type Declared struct {
 	// All: it declares every chain of the ruleset (kube-proxy's full
 	// sync); else it declares Chains (kube-proxy's partial sync: its
-	// top-level chains and those of the Services changed).
+	// top-level chains and those of the Services changed). LoadShared
+	// remembers the Chains it checked (by identity): a map given must
+	// not change afterwards.
 	All    bool
 	Chains map[string]bool
 	// Deleted are chains of the table that the ruleset does not hold,
@@ -1096,14 +1100,44 @@ var ErrNotLoaded = errors.New("netfilter: shared ruleset not loadable onto the t
 // chains stay. The cost is that of the namespace's own chains and of the
 // chains that changed, not of the ruleset. ErrNotLoaded when it cannot
 // tell (nothing changed then).
-func (nf *Netfilter) LoadShared(s *Shared, d *Declared) error {
+func (nf *Netfilter) LoadShared(loads ...Load) error {
+	commits := make([]func(), 0, len(loads))
+	for i, l := range loads {
+		for _, o := range loads[:i] {
+			if o.Set.table == l.Set.table {
+				return ErrNotLoaded
+			}
+		}
+		commit, err := nf.planLoad(l.Set, l.Declared)
+		if err != nil {
+			return err
+		}
+		commits = append(commits, commit)
+	}
+	for _, commit := range commits {
+		commit()
+	}
+	nf.gen++
+	return nil
+}
+
+// Load is one table's part of LoadShared: the ruleset, and what the
+// input it stands for declares.
+type Load struct {
+	Set      *Shared
+	Declared *Declared
+}
+
+// planLoad checks loading s with d (LoadShared) and returns what makes
+// it so.
+func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 	t := nf.tables[s.table]
 	if t == nil || s.loops {
-		return ErrNotLoaded
+		return nil, ErrNotLoaded
 	}
 	b := t.base
 	if !d.All && (b == nil || !s.sameSince(b.id, d)) {
-		return ErrNotLoaded
+		return nil, ErrNotLoaded
 	}
 	var del map[string]bool
 	if len(d.Deleted) > 0 {
@@ -1111,7 +1145,7 @@ func (nf *Netfilter) LoadShared(s *Shared, d *Declared) error {
 		for _, name := range d.Deleted {
 			oc := t.chains[name]
 			if s.chains[name] != nil || (oc != nil && oc.Builtin) || (oc == nil && (b == nil || b.chains[name] == nil)) {
-				return ErrNotLoaded // restore's error, from the text
+				return nil, ErrNotLoaded // restore's error, from the text
 			}
 			del[name] = true
 		}
@@ -1122,7 +1156,7 @@ func (nf *Netfilter) LoadShared(s *Shared, d *Declared) error {
 	for name, c := range t.chains {
 		if s.chains[name] != nil {
 			if c.Builtin || !d.declares(name) {
-				return ErrNotLoaded
+				return nil, ErrNotLoaded
 			}
 			ownChanged = true
 		} else if del[name] {
@@ -1179,7 +1213,7 @@ func (nf *Netfilter) LoadShared(s *Shared, d *Declared) error {
 				n.chain, n.run = c, nil
 				if r.target.chain != nil {
 					if n.target.chain = resolve(r.target.chain); n.target.chain == nil {
-						return ErrNotLoaded // it jumps to a chain deleted: restore's error
+						return nil, ErrNotLoaded // it jumps to a chain deleted: restore's error
 					}
 				}
 				c.rules[i] = &n
@@ -1195,13 +1229,19 @@ func (nf *Netfilter) LoadShared(s *Shared, d *Declared) error {
 	if reach == nil || rebuilt {
 		var ok bool
 		if reach, ok = reachOf(t, own, resolve); !ok {
-			return ErrNotLoaded
+			return nil, ErrNotLoaded
 		}
 	}
 	if !reach.fits(s, own) {
-		return ErrNotLoaded
+		return nil, ErrNotLoaded
 	}
-	// Commit.
+	return func() {
+		nf.commitLoad(t, s, d, own, carried, reach, resolve)
+	}, nil
+}
+
+// commitLoad makes t's chains own, its ruleset s (LoadShared).
+func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried map[string]*Chain, reach *ownReach, resolve func(*Chain) *Chain) {
 	views := map[*Chain]*Chain{}
 	for oc, v := range t.views {
 		if v.ctr == nil || d.declares(oc.Name) {
@@ -1227,24 +1267,23 @@ func (nf *Netfilter) LoadShared(s *Shared, d *Declared) error {
 		nf.order = append(nf.order, t.Name)
 	}
 	nf.syncPassive(t)
-	nf.gen++
-	return nil
 }
 
 // sameSince reports whether every chain of s whose rules differ from
 // those of the ruleset numbered base (one s descends from) is declared
-// by d, memoized by base for the d last asked.
+// by d, memoized by base for the set of chains (d.Chains) last asked.
 func (s *Shared) sameSince(base uint64, d *Declared) bool {
-	if s.verified[base] == d {
+	id := reflect.ValueOf(d.Chains).UnsafePointer()
+	if v, ok := s.verified[base]; ok && v == id && id != nil {
 		return true
 	}
 	steps := 0
 	for l := s.lineage; l != nil; l = l.parent {
 		if l.id == base {
 			if s.verified == nil || len(s.verified) > 64 {
-				s.verified = map[uint64]*Declared{}
+				s.verified = map[uint64]unsafe.Pointer{}
 			}
-			s.verified[base] = d
+			s.verified[base] = id
 			return true
 		}
 		if steps++; steps > maxLineage {
@@ -1257,6 +1296,15 @@ func (s *Shared) sameSince(base uint64, d *Declared) bool {
 		}
 	}
 	return false
+}
+
+// Gone returns, sorted, the chains of b that s does not hold (none for
+// a nil b); the caller must not change the slice.
+func (s *Shared) Gone(b *Shared) []string {
+	if b == nil || b == s {
+		return nil
+	}
+	return s.goneSince(b)
 }
 
 // goneSince returns, sorted, the chains of b that s does not hold,
@@ -1391,3 +1439,6 @@ func (r *ownReach) fits(s *Shared, own map[string]*Chain) bool {
 	}
 	return true
 }
+
+// Has reports whether the ruleset holds a chain named name.
+func (s *Shared) Has(name string) bool { return s != nil && s.chains[name] != nil }

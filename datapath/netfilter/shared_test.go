@@ -571,11 +571,11 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 				before := n.sh.nf.Save(SaveOptions{Counters: true})
 				short := &Declared{Chains: map[string]bool{}, Deleted: del}
 				if g > n.last && len(d.Chains) > len(lsTop) {
-					assert.ErrorIs(t, n.sh.nf.LoadShared(sets[g], short), ErrNotLoaded, step)
+					assert.ErrorIs(t, n.sh.nf.LoadShared(Load{sets[g], short}), ErrNotLoaded, step)
 					assert.Equal(t, before, n.sh.nf.Save(SaveOptions{Counters: true}), step)
 				}
 			}
-			require.NoError(t, n.sh.nf.LoadShared(sets[g], d), step)
+			require.NoError(t, n.sh.nf.LoadShared(Load{sets[g], d}), step)
 			assert.Same(t, sets[g], n.sh.nf.Table(NAT).Shared(), step)
 			assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), n.sh.nf.Save(SaveOptions{Counters: true}), step)
 			n.last = g

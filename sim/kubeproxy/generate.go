@@ -184,6 +184,21 @@ type Rules struct {
 	active       map[string]bool
 	udpIPs       map[netip.Addr]map[netip.Addr]bool
 	udpNodePorts map[uint16]map[netip.Addr]bool
+	// top counts the top-level chains of filter and nat (TopChains).
+	top [2]int
+}
+
+// TopChains returns the chains of table ("filter" or "nat") that
+// kube-proxy declares at every sync, full or partial: its top-level
+// chains, in write order (the per-Service chains follow them).
+func (r *Rules) TopChains(table string) []string {
+	switch table {
+	case "filter":
+		return slices.Clone(r.filter.chains[:r.top[0]])
+	case "nat":
+		return slices.Clone(r.nat.chains[:r.top[1]])
+	}
+	return nil
 }
 
 // Save returns the filter and nat tables as iptables-save prints them (see
@@ -472,6 +487,7 @@ func (g *genContext) begin() *Rules {
 	}
 
 	g.topChains = [2]int{len(filter.chains), len(nat.chains)}
+	r.top = g.topChains
 	return r
 }
 

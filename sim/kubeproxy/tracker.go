@@ -204,3 +204,22 @@ func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool) {
 		t.ports = ports
 	}
 }
+
+// ServiceChains returns the per-Service chains (KUBE-SVC, KUBE-SVL,
+// KUBE-EXT, KUBE-FW, KUBE-SEP) the ports of Service namespace/name
+// declared at the tracker's last Generate: what a partial sync writes for
+// the Service when it changed. None for a Service the tracker does not
+// hold.
+func (t *Tracker) ServiceChains(namespace, name string) []string {
+	ts := t.services[nsName{namespace, name}]
+	if ts == nil {
+		return nil
+	}
+	var out []string
+	for _, sp := range ts.ports {
+		if f := t.frags[sp]; f != nil {
+			out = append(out, f.nat.chains...)
+		}
+	}
+	return out
+}
