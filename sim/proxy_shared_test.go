@@ -226,7 +226,9 @@ func outOfStepSteps(t *testing.T, shared, text *Cluster, steps []struct {
 		}
 	}
 	pt := shared.proxyTracker()
-	assert.Positive(t, pt.outOfStep, "nodes out of step loaded the same rulesets")
+	if one {
+		assert.Positive(t, pt.outOfStep, "nodes out of step loaded the same rulesets (%d loads)", pt.canonLoads)
+	}
 	assert.Positive(t, pt.canonLoads)
 	assert.Contains(t, saves(shared)[0], "[0:0] -A KUBE-SERVICES", "a counter reset")
 }
