@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -508,6 +509,10 @@ type proxyTrack struct {
 	snap    kubeproxy.Snapshot
 	gen     uint64
 	canon   *proxyCanon
+	// snapIdx indexes the recent snapshots by their first Service;
+	// patchedSnaps counts the snapshots patched (for tests).
+	snapIdx      map[*kubeproxy.Service]*snapIndex
+	patchedSnaps int
 	// canonLoads counts the syncs that loaded canon's rulesets, and
 	// outOfStep those of nodes that synced last at another generation
 	// than the rulesets before (for tests).
@@ -591,8 +596,9 @@ func (c *Cluster) proxyChangedServices(last kubeproxy.Snapshot, lastGen uint64, 
 	var cand map[string]bool
 	if known {
 		cand = map[string]bool{}
-		for _, e := range c.proxyLog {
-			if e.gen >= lastGen && e.gen < gen {
+		i := sort.Search(len(c.proxyLog), func(i int) bool { return c.proxyLog[i].gen >= lastGen })
+		for _, e := range c.proxyLog[i:] {
+			if e.gen < gen {
 				cand[e.key] = true
 			}
 		}
@@ -601,8 +607,26 @@ func (c *Cluster) proxyChangedServices(last kubeproxy.Snapshot, lastGen uint64, 
 		svc    *kubeproxy.Service
 		slices []*kubeproxy.EndpointSlice
 	}
+	pt := c.proxyTracker()
 	collect := func(s kubeproxy.Snapshot) map[string]*state {
 		m := map[string]*state{}
+		if idx := pt.indexOf(s); cand != nil && idx != nil {
+			// The candidates' entries only.
+			for k := range cand {
+				st := &state{}
+				if i, ok := idx.svc[k]; ok {
+					st.svc = &s.Services[i]
+				}
+				r := idx.slices[k]
+				for j := r[0]; j < r[0]+r[1]; j++ {
+					st.slices = append(st.slices, &s.EndpointSlices[j])
+				}
+				if st.svc != nil || len(st.slices) > 0 {
+					m[k] = st
+				}
+			}
+			return m
+		}
 		for i := range s.Services {
 			k := s.Services[i].Namespace + "/" + s.Services[i].Name
 			if cand == nil || cand[k] {
@@ -636,7 +660,7 @@ func (c *Cluster) proxyChangedServices(last kubeproxy.Snapshot, lastGen uint64, 
 		}
 	}
 	if known {
-		if c.proxyChanged == nil || len(c.proxyChanged) > 8 {
+		if c.proxyChanged == nil || len(c.proxyChanged) > 64 {
 			c.proxyChanged = map[[2]uint64]map[string]bool{}
 		}
 		c.proxyChanged[key] = out

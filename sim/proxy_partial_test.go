@@ -154,3 +154,40 @@ func counterOf(save, chain string) string {
 	}
 	return "[0:0]"
 }
+
+// TestSnapshotPatchedEqualsSnapshot: kube-proxy's snapshot after an
+// endpoint change is patched from the one before (the Services changed
+// replaced), and is what Snapshot builds from every Service; after a
+// Service is added or deleted it is built again.
+func TestSnapshotPatchedEqualsSnapshot(t *testing.T) {
+	c := partialCluster(t, true)
+	web := []Container{{Name: "web", Ports: []ContainerPort{{ContainerPort: 80}}}}
+	steps := []func() error{
+		func() error { return c.DeletePod("ns", "b-2") },
+		func() error {
+			_, err := c.AddPod(PodSpec{Namespace: "ns", Name: "b-3", Node: "n0", Labels: map[string]string{"app": "b"}, Containers: web})
+			return err
+		},
+		func() error {
+			_, err := c.AddService(ServiceSpec{Selector: map[string]string{"app": "a"}, Service: kubeproxy.Service{Namespace: "ns", Name: "c",
+				Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80)}}}})
+			return err
+		},
+		func() error { return c.DeletePod("ns", "a-0") },
+		func() error { return c.DeleteService("ns", "b") },
+		func() error { return c.DeletePod("ns", "a-1") },
+	}
+	pt := c.proxyTracker()
+	for i, step := range steps {
+		require.NoError(t, step(), "step %d", i)
+		assert.Equal(t, c.Snapshot(), c.snapshot(), "step %d", i)
+		for _, s := range c.Services() {
+			want := kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
+			if l := c.slices[s.Name()]; len(l) > 0 {
+				want = c.proxySliceOf(l[0])
+			}
+			assert.Equal(t, want, s.EndpointSlice, "step %d: %s", i, s.Name())
+		}
+	}
+	assert.Positive(t, pt.patchedSnaps, "patched")
+}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -171,6 +172,13 @@ func (c *Cluster) snapshot() kubeproxy.Snapshot {
 	if c.snapValid && c.snapAt == c.snapGen {
 		return c.snap
 	}
+	if c.snapValid {
+		if snap, ok := c.patchSnapshot(); ok {
+			c.snap, c.snapAt = snap, c.snapGen
+			return snap
+		}
+	}
+	defer func() { c.proxyTracker().index(c.snap, nil) }()
 	for _, s := range c.services {
 		s.EndpointSlice = kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
 		if list := c.slices[s.Name()]; len(list) > 0 {
@@ -225,4 +233,101 @@ func (c *Cluster) changedKey(changed map[string]bool) string {
 	key := strings.Join(slices.Sorted(maps.Keys(changed)), "\n")
 	c.lastChanged, c.lastChangedLen, c.lastChangedKey = changed, len(changed), key
 	return key
+}
+
+// snapIndex is where each Service's entries are in a snapshot: its
+// Service, and the range of its EndpointSlices.
+type snapIndex struct {
+	svc    map[string]int
+	slices map[string][2]int // first, count
+}
+
+// index records where each Service's entries are in snap (idx, when
+// known: a snapshot patched from another keeps its places), for
+// patchSnapshot and proxyChangedServices. Only the recent snapshots'
+// are kept.
+func (pt *proxyTrack) index(snap kubeproxy.Snapshot, idx *snapIndex) {
+	if len(snap.Services) == 0 {
+		return
+	}
+	if idx == nil {
+		idx = &snapIndex{svc: make(map[string]int, len(snap.Services)), slices: map[string][2]int{}}
+		for i := range snap.Services {
+			idx.svc[snap.Services[i].Namespace+"/"+snap.Services[i].Name] = i
+		}
+		for i := range snap.EndpointSlices {
+			es := &snap.EndpointSlices[i]
+			k := es.Namespace + "/" + es.ServiceName
+			r, ok := idx.slices[k]
+			if !ok {
+				r[0] = i
+			}
+			r[1]++
+			idx.slices[k] = r
+		}
+	}
+	if pt.snapIdx == nil || len(pt.snapIdx) >= 32 {
+		pt.snapIdx = map[*kubeproxy.Service]*snapIndex{}
+	}
+	pt.snapIdx[&snap.Services[0]] = idx
+}
+
+// indexOf returns snap's index, or nil.
+func (pt *proxyTrack) indexOf(snap kubeproxy.Snapshot) *snapIndex {
+	if len(snap.Services) == 0 {
+		return nil
+	}
+	return pt.snapIdx[&snap.Services[0]]
+}
+
+// patchSnapshot is snapshot() made from the last one, replacing the
+// entries of the Services the informers saw events for since, when
+// none was added or deleted and none gained or lost an EndpointSlice
+// (their entries stay where they are): the same snapshot, at a cost of
+// the Services changed (and of a copy), not of every Service.
+func (c *Cluster) patchSnapshot() (kubeproxy.Snapshot, bool) {
+	pt := c.proxyTracker()
+	idx := pt.indexOf(c.snap)
+	if idx == nil || c.snapAt+1 < c.proxyLogFrom || len(c.services) != len(c.snap.Services) {
+		return kubeproxy.Snapshot{}, false
+	}
+	keys := c.loggedSince(c.snapAt + 1)
+	if len(keys) > 64 && len(keys) > len(c.services)/4 {
+		return kubeproxy.Snapshot{}, false
+	}
+	svcs := slices.Clone(c.snap.Services)
+	eps := slices.Clone(c.snap.EndpointSlices)
+	for _, k := range keys {
+		s := c.svcByName[k]
+		i, ok := idx.svc[k]
+		list := c.slices[k]
+		r := idx.slices[k]
+		if s == nil || !ok || c.services[i] != s || len(list) != r[1] {
+			return kubeproxy.Snapshot{}, false
+		}
+		svcs[i] = s.Spec.Service
+		s.EndpointSlice = kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
+		for j, es := range list {
+			eps[r[0]+j] = c.proxySliceOf(es)
+			if j == 0 {
+				s.EndpointSlice = eps[r[0]]
+			}
+		}
+	}
+	snap := kubeproxy.Snapshot{Services: svcs, EndpointSlices: eps}
+	pt.index(snap, idx)
+	pt.patchedSnaps++
+	return snap, true
+}
+
+// loggedSince returns the Services the informers saw an event for from
+// snapshot generation gen on (proxyLog, which is in generation order).
+func (c *Cluster) loggedSince(gen uint64) []string {
+	i := sort.Search(len(c.proxyLog), func(i int) bool { return c.proxyLog[i].gen >= gen })
+	var out []string
+	for _, e := range c.proxyLog[i:] {
+		out = append(out, e.key)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
