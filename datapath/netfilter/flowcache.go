@@ -39,19 +39,22 @@ const flowSlots = 16
 // maxReplay is the most matched rules a cached walk may increment.
 const maxReplay = 8
 
+// flowKey is a walk's inputs packed into words (compared field by field
+// inline: the struct compare was a call): addr is the source and
+// destination, ports the source and destination port and the mark, l4
+// the protocol, TCP flags, ICMP type and code, fragment bit, L4 header
+// presence, conntrack presence and ctinfo, status the conntrack status
+// bits, agen the namespace's address generation plus one when a rule
+// reached reads the addresses (addrtype), else 0.
 type flowKey struct {
-	src, dst           uint32
-	sport, dport       uint16
-	proto, tcpFlags    uint8
-	icmpType, icmpCode uint8
-	frag, l4ok, hasCT  bool
-	ctinfo             conntrack.CTInfo
-	ctStatus           conntrack.Status
-	mark               uint32
-	in, out            *datapath.Device
-	// agen is the namespace's address generation plus one when a rule
-	// reached reads the addresses (addrtype), else 0.
-	agen uint64
+	addr, ports, l4 uint64
+	status, agen    uint64
+	in, out         *datapath.Device
+}
+
+func (k *flowKey) equal(o *flowKey) bool {
+	return k.addr == o.addr && k.ports == o.ports && k.l4 == o.l4 && k.status == o.status &&
+		k.agen == o.agen && k.in == o.in && k.out == o.out
 }
 
 // Key fields a rule can read (Rule.reads); the protocol, the fragment
@@ -93,33 +96,44 @@ type flowRec struct {
 	ctrs [maxReplay]*counter
 }
 
-// flowKey is c's key with only the fields in mask (the others zero).
-func (c *evalCtx) flowKey(mask uint16) flowKey {
-	k := flowKey{proto: c.proto, frag: c.frag, l4ok: c.l4ok, mark: c.p.Mark}
+// setKey sets k to c's key with only the fields in mask (the others
+// zero); filled in place, as returning it copied it twice.
+func (c *evalCtx) setKey(k *flowKey, mask uint16) {
+	var src, dst, sport, dport, flags, icmp uint64
 	if mask&kSrc != 0 {
-		k.src = c.src
+		src = uint64(c.src)
 	}
 	if mask&kDst != 0 {
-		k.dst = c.dst
+		dst = uint64(c.dst)
 	}
 	if mask&kSport != 0 {
-		k.sport = c.sport
+		sport = uint64(c.sport)
 	}
 	if mask&kDport != 0 {
-		k.dport = c.dport
+		dport = uint64(c.dport)
 	}
 	if mask&kTCPFlags != 0 {
-		k.tcpFlags = c.tcpFlags
+		flags = uint64(c.tcpFlags)
 	}
 	if mask&kICMP != 0 {
-		k.icmpType, k.icmpCode = c.icmpType, c.icmpCode
+		icmp = uint64(c.icmpType)<<8 | uint64(c.icmpCode)
 	}
+	l4 := uint64(c.proto) | flags<<8 | icmp<<16
+	if c.frag {
+		l4 |= 1 << 32
+	}
+	if c.l4ok {
+		l4 |= 1 << 33
+	}
+	k.addr, k.ports, k.status, k.agen, k.in, k.out = src<<32|dst, sport<<48|dport<<32|uint64(c.p.Mark), 0, 0, nil, nil
 	if mask&(kCTState|kCTStatus) != 0 && c.ct != nil {
-		k.hasCT, k.ctinfo, k.ctStatus = true, c.ctinfo, c.ct.Status&conntrack.StatusNATMask
+		l4 |= 1<<34 | uint64(c.ctinfo)<<40
+		k.status = uint64(c.ct.Status & conntrack.StatusNATMask)
 		if mask&kCTStatus != 0 {
-			k.ctStatus = c.ct.Status
+			k.status = uint64(c.ct.Status)
 		}
 	}
+	k.l4 = l4
 	if mask&kIn != 0 {
 		k.in = c.in
 	}
@@ -129,7 +143,6 @@ func (c *evalCtx) flowKey(mask uint16) flowKey {
 	if mask&kAddrs != 0 {
 		k.agen = c.t.nf.ns.AddrGen() + 1
 	}
-	return k
 }
 
 // keyMask returns the key fields the rules reachable from the hook's
@@ -168,7 +181,8 @@ func (nf *Netfilter) reach(ch *Chain, depth int) uint16 {
 // run is the table's walk for c through the flow cache: a cached walk is
 // repeated, else the walk is run and kept if it may be repeated.
 func (s *tableHook) run(c *evalCtx) verdict {
-	k := c.flowKey(s.keyMask())
+	var k flowKey
+	c.setKey(&k, s.keyMask())
 	if s.replay(c, &k) != nil {
 		return vAccept
 	}
@@ -180,7 +194,7 @@ func (s *tableHook) run(c *evalCtx) verdict {
 }
 
 func (k *flowKey) slot() int {
-	h := k.src*0x9e3779b1 ^ k.dst*0x85ebca6b ^ (uint32(k.sport)<<16 | uint32(k.dport)) ^ uint32(k.tcpFlags)<<8 ^ k.mark
+	h := uint32(k.addr>>32)*0x9e3779b1 ^ uint32(k.addr)*0x85ebca6b ^ uint32(k.ports>>32) ^ uint32(k.l4>>8)<<8 ^ uint32(k.ports)
 	h ^= h >> 15
 	h *= 0x2c1b3c6d
 	return int(h >> (32 - 4))
@@ -194,8 +208,8 @@ func (s *tableHook) replay(c *evalCtx, k *flowKey) *flowSlot {
 	}
 	i := k.slot()
 	sl := &s.cache[i]
-	if !sl.valid || sl.gen != s.nf.gen || sl.key != *k {
-		if sl = &s.cache[i^1]; !sl.valid || sl.gen != s.nf.gen || sl.key != *k {
+	if !sl.valid || sl.gen != s.nf.gen || !sl.key.equal(k) {
+		if sl = &s.cache[i^1]; !sl.valid || sl.gen != s.nf.gen || !sl.key.equal(k) {
 			return nil
 		}
 	}
@@ -341,7 +355,8 @@ func (s *hookStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.
 	if !c.init(s.nf, w, p, s.t, s.hook) {
 		return datapath.VerdictContinue, datapath.Effect{}, false
 	}
-	k := c.flowKey(s.keyMask())
+	var k flowKey
+	c.setKey(&k, s.keyMask())
 	if sl := s.replay(c, &k); sl != nil {
 		return datapath.VerdictContinue, datapath.Effect{R: s, Ref: sl, N: sl.stamp, M: c.plen}, true
 	}

@@ -419,31 +419,35 @@ func (c *evalCtx) init(nf *Netfilter, w *datapath.Walk, p *datapath.Packet, t *T
 		return false
 	}
 	ip := p.IPv4()
-	ihl := int(ip[0]&0xf) * 4
-	tot := int(ip[2])<<8 | int(ip[3])
+	h4 := (*[20]byte)(ip)
+	ihl := int(h4[0]&0xf) * 4
+	tot := int(h4[2])<<8 | int(h4[3])
 	if ihl < 20 || ihl > len(ip) {
 		return false
 	}
 	if tot > len(ip) || tot < ihl {
 		tot = len(ip)
 	}
-	c.src, c.dst = be32(ip[12:16]), be32(ip[16:20])
-	c.proto = ip[9]
+	c.src = uint32(h4[12])<<24 | uint32(h4[13])<<16 | uint32(h4[14])<<8 | uint32(h4[15])
+	c.dst = uint32(h4[16])<<24 | uint32(h4[17])<<16 | uint32(h4[18])<<8 | uint32(h4[19])
+	c.proto = h4[9]
 	c.plen = uint64(tot)
-	c.frag = (uint16(ip[6])<<8|uint16(ip[7]))&0x1fff != 0
+	c.frag = (uint16(h4[6])<<8|uint16(h4[7]))&0x1fff != 0
 	c.l4ok, c.sport, c.dport, c.tcpFlags, c.icmpType, c.icmpCode = false, 0, 0, 0, 0, 0
 	if !c.frag {
 		l4 := ip[ihl:tot]
 		switch c.proto {
 		case datapath.ProtoTCP:
 			if len(l4) >= 20 {
-				c.sport, c.dport = uint16(l4[0])<<8|uint16(l4[1]), uint16(l4[2])<<8|uint16(l4[3])
-				c.tcpFlags = l4[13]
+				t := (*[20]byte)(l4)
+				c.sport, c.dport = uint16(t[0])<<8|uint16(t[1]), uint16(t[2])<<8|uint16(t[3])
+				c.tcpFlags = t[13]
 				c.l4ok = true
 			}
 		case datapath.ProtoUDP:
 			if len(l4) >= 8 {
-				c.sport, c.dport = uint16(l4[0])<<8|uint16(l4[1]), uint16(l4[2])<<8|uint16(l4[3])
+				u := (*[8]byte)(l4)
+				c.sport, c.dport = uint16(u[0])<<8|uint16(u[1]), uint16(u[2])<<8|uint16(u[3])
 				c.l4ok = true
 			}
 		case datapath.ProtoICMP:
@@ -453,7 +457,8 @@ func (c *evalCtx) init(nf *Netfilter, w *datapath.Walk, p *datapath.Packet, t *T
 			}
 		case datapath.ProtoSCTP:
 			if len(l4) >= 12 { // the common header (xt_sctp reads it whole)
-				c.sport, c.dport = uint16(l4[0])<<8|uint16(l4[1]), uint16(l4[2])<<8|uint16(l4[3])
+				u := (*[12]byte)(l4)
+				c.sport, c.dport = uint16(u[0])<<8|uint16(u[1]), uint16(u[2])<<8|uint16(u[3])
 				c.l4ok = true
 			}
 		}
