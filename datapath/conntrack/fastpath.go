@@ -62,7 +62,7 @@ func (s *inStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Ve
 	}
 	sl, ok := t.find(pr.t)
 	if !ok || !t.steady(sl.e, sl.reply, pr.tcpFlags, w.Now()) {
-		return s.Process(w, p), datapath.Effect{}, false
+		return s.processParsed(w, p, &pr, sl, ok), datapath.Effect{}, false
 	}
 	e := sl.e
 	status, state := e.Status, e.TCPState

@@ -190,7 +190,14 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 	if pr.t.Proto == datapath.ProtoICMP && isICMPError(pr.t.ICMPType()) {
 		return t.related(w, p, pr)
 	}
-	if sl, ok := t.find(pr.t); ok {
+	sl, ok := t.find(pr.t)
+	return t.track(w, p, &pr, sl, ok, now)
+}
+
+// track is Process for a packet parsed into pr (a tuple, not an ICMP
+// error) whose lookup found sl (when ok).
+func (t *Table) track(w *datapath.Walk, p *datapath.Packet, pr *parsed, sl slot, ok bool, now time.Duration) datapath.Verdict {
+	if ok {
 		e := sl.e
 		if e.expires <= now {
 			t.remove(e)
@@ -217,7 +224,14 @@ func (s *inStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict
 			// resRepeat: fall through to create a new connection.
 		}
 	}
-	return t.newConn(w, p, pr, now)
+	return t.newConn(w, p, *pr, now)
+}
+
+// processParsed is what the fast path's ProcessFast calls for a packet it
+// has parsed and looked up and cannot repeat: Process without parsing and
+// looking the tuple up again.
+func (s *inStage) processParsed(w *datapath.Walk, p *datapath.Packet, pr *parsed, sl slot, ok bool) datapath.Verdict {
+	return s.t.track(w, p, pr, sl, ok, w.Now())
 }
 
 // refresh is the protocol tracker's packet function for a packet of the

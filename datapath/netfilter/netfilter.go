@@ -478,6 +478,24 @@ func (c *evalCtx) init(nf *Netfilter, w *datapath.Walk, p *datapath.Packet, t *T
 	return true
 }
 
+// ipLen is what init takes as the packet's length (plen) and whether
+// init accepts the packet at all.
+func ipLen(p *datapath.Packet) (uint64, bool) {
+	if p.Len() < datapath.EthHdrLen+20 || p.EtherType() != 0x0800 {
+		return 0, false
+	}
+	ip := p.IPv4()
+	ihl := int(ip[0]&0xf) * 4
+	tot := int(ip[2])<<8 | int(ip[3])
+	if ihl < 20 || ihl > len(ip) {
+		return 0, false
+	}
+	if tot > len(ip) || tot < ihl {
+		tot = len(ip)
+	}
+	return uint64(tot), true
+}
+
 // runTable is ipt_do_table for one hook: it runs the built-in chain and
 // applies the policy when the packet falls off its end.
 func (nf *Netfilter) runTable(c *evalCtx) verdict {
@@ -738,6 +756,15 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 				if l.l != nil {
 					if v := l.l.NATLookup(w, p, s.manip); v.Code != datapath.Continue {
 						return v
+					}
+					continue
+				}
+				if ch := s.t.builtins[s.hook]; len(ch.rules) == 0 && ch.Policy == Accept {
+					// An empty chain: its policy counts the packet, as
+					// runTable would after init.
+					if n, ok := ipLen(p); ok {
+						ch.Packets++
+						ch.Bytes += n
 					}
 					continue
 				}
