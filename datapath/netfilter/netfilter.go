@@ -111,6 +111,15 @@ type Chain struct {
 	// and targets never change, once readsGen is set at all.
 	reads    uint16
 	readsGen uint64
+
+	// For a chain of a Shared ruleset, its summary (summarized once
+	// computed): allowed is the hooks from which every target the chain
+	// reaches may be used (translate_table's check), height the most
+	// nested jumps below it. It depends on the chain and those below it
+	// only, the same in every ruleset holding the chain.
+	allowed    uint8
+	height     int
+	summarized bool
 }
 
 // Rules returns the chain's rules in order. The slice must not be modified.

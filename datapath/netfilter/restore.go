@@ -460,7 +460,7 @@ func (st *staged) jumpHeight(use func(*Rule) bool) map[*Chain]int {
 			return v
 		}
 		if c.shared != nil {
-			return c.shared.height[c] // a shared chain's rules are not this restore's
+			return c.height // a shared chain's rules are not this restore's
 		}
 		h[c] = 0
 		best := 0
@@ -548,7 +548,7 @@ func (st *staged) validate() (*Rule, error) {
 				// hooks; if not, the caller restores the namespace's own
 				// copy for the exact error.
 				state[c] = 2
-				if c.shared.loops || masks[c]&^c.shared.allowed[c] != 0 {
+				if c.shared.loops || masks[c]&^c.allowed != 0 {
 					return nil, errDetach
 				}
 				return nil, nil

@@ -40,13 +40,10 @@ type Shared struct {
 	// it); the others were carried from prev, with their rules and
 	// counters.
 	declared map[string]bool
-	// allowed is, per chain, the hooks from which every target the chain
-	// reaches may be used (translate_table's check); height is the most
-	// nested jumps below it. loops is set when chains of the ruleset jump
-	// in a circle (refused if a hook ever reaches them).
-	allowed map[*Chain]uint8
-	height  map[*Chain]int
-	loops   bool
+	// loops is set when chains of the ruleset jump in a circle (refused
+	// if a hook ever reaches them). Each chain holds its summary
+	// (Chain.allowed, Chain.height).
+	loops bool
 	// covers memoizes Covers by ruleset id.
 	covers map[uint64]bool
 	// lines are the input's rule lines by chain (CompileSharedLike), nil
@@ -279,7 +276,7 @@ func sameAs(table string, prev, like *Shared, input string, declared map[string]
 		}
 	}
 	return &Shared{table: table, prev: prev.id, input: input, declared: declared, chains: prev.chains, names: prev.names,
-		allowed: prev.allowed, height: prev.height, lines: prev.lines, refs: prev.refs, reused: len(declared), lineage: prev.lineage}
+		lines: prev.lines, refs: prev.refs, reused: len(declared), lineage: prev.lineage}
 }
 
 func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, deleted map[string]bool, simple bool) (*Shared, error) {
@@ -487,13 +484,10 @@ func (r *Rule) shareable() bool {
 // keeps the summary of the ruleset it comes from (its rules and every
 // chain below it are the same chains).
 func (s *Shared) summarize(reuse map[string]*Chain) {
-	s.allowed, s.height = make(map[*Chain]uint8, len(s.names)), make(map[*Chain]int, len(s.names))
 	state := make(map[*Chain]uint8, len(s.names))
 	for _, c := range reuse {
-		if o := c.shared; o != nil && !o.loops {
-			if a, ok := o.allowed[c]; ok {
-				s.allowed[c], s.height[c], state[c] = a, o.height[c], 2
-			}
+		if o := c.shared; o != nil && !o.loops && c.summarized {
+			state[c] = 2
 		}
 	}
 	every := func(*Chain) bool { return true }
@@ -529,10 +523,10 @@ func (s *Shared) summarizeChain(c *Chain, state map[*Chain]uint8, visit func(*Ch
 				s.summarizeChain(tc, state, visit)
 			}
 		}
-		mask &= s.allowed[tc]
-		h = max(h, 1+s.height[tc])
+		mask &= tc.allowed
+		h = max(h, 1+tc.height)
 	}
-	s.allowed[c], s.height[c] = mask, h
+	c.allowed, c.height, c.summarized = mask, h, true
 	state[c] = 2
 }
 
@@ -600,7 +594,7 @@ func (nf *Netfilter) attach(sets []*Shared) error {
 		var visit func(c *Chain, h uint8, depth int, on map[*Chain]bool) bool
 		visit = func(c *Chain, h uint8, depth int, on map[*Chain]bool) bool {
 			if c.shared != nil {
-				return s.allowed[c]&h == h && depth+s.height[c] < NFTJumpStackSize
+				return c.allowed&h == h && depth+c.height < NFTJumpStackSize
 			}
 			if on[c] || depth >= NFTJumpStackSize {
 				return false
@@ -667,7 +661,7 @@ func ownHeight(own map[string]*Chain, t *Table, resolve func(*Chain) *Chain, s *
 	var height func(c *Chain) int
 	height = func(c *Chain) int {
 		if c.shared != nil {
-			return s.height[c]
+			return c.height
 		}
 		if v, ok := h[c]; ok {
 			return v
@@ -933,12 +927,9 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	s := &Shared{table: table, id: sharedIDs, prev: prev.id, input: input, declared: declared}
 	s.chains = maps.Clone(prev.chains)
 	s.lines = maps.Clone(prev.lines)
-	s.allowed, s.height = maps.Clone(prev.allowed), maps.Clone(prev.height)
 	s.refs = maps.Clone(prev.refs)
 	for name := range affected {
 		if old := prev.chains[name]; old != nil {
-			delete(s.allowed, old)
-			delete(s.height, old)
 			for _, r := range old.rules {
 				if tc := r.target.chain; tc != nil {
 					s.refs[tc.Name]--
@@ -1433,7 +1424,7 @@ func (r *ownReach) fits(s *Shared, own map[string]*Chain) bool {
 	}
 	for _, x := range r.reached {
 		c := s.chains[x.name]
-		if c == nil || s.allowed[c]&x.hooks != x.hooks || x.depth+s.height[c] >= NFTJumpStackSize {
+		if c == nil || c.allowed&x.hooks != x.hooks || x.depth+c.height >= NFTJumpStackSize {
 			return false
 		}
 	}
