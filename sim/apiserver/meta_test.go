@@ -137,3 +137,43 @@ func TestEventIndexCollisions(t *testing.T) {
 	require.Greater(t, strings.Count(plain, "\n"), 12, "deleted events are recorded again")
 	require.Equal(t, plain, collided)
 }
+
+// The pod defaults every stored pod points to are the defaults, and a
+// copy handed out is the caller's own: changing it (and writing it back)
+// changes no other pod.
+func TestPodDefaultsShared(t *testing.T) {
+	s, err := New(Config{}, func() time.Time { return Epoch }, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	for _, name := range []string{"a", "b"} {
+		_, err := s.Create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c:1"}}}})
+		require.NoError(t, err)
+	}
+	o, err := s.Get("Pod", "default", "a")
+	require.NoError(t, err)
+	a := o.(*corev1.Pod)
+	require.Equal(t, int64(30), *a.Spec.TerminationGracePeriodSeconds)
+	require.True(t, *a.Spec.EnableServiceLinks)
+	require.Equal(t, &corev1.PodSecurityContext{}, a.Spec.SecurityContext)
+	require.Len(t, a.Spec.Tolerations, 2)
+	for i, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		require.Equal(t, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute,
+			TolerationSeconds: a.Spec.Tolerations[i].TolerationSeconds}, a.Spec.Tolerations[i])
+		require.Equal(t, int64(300), *a.Spec.Tolerations[i].TolerationSeconds)
+	}
+	*a.Spec.TerminationGracePeriodSeconds = 5
+	*a.Spec.Tolerations[0].TolerationSeconds = 7
+	a.Spec.SecurityContext.RunAsUser = a.Spec.TerminationGracePeriodSeconds
+	_, err = s.Update(a)
+	require.NoError(t, err)
+	for name, grace := range map[string]int64{"a": 5, "b": 30} {
+		o, _ := s.Peek("Pod", "default", name)
+		p := o.(*corev1.Pod)
+		require.Equal(t, grace, *p.Spec.TerminationGracePeriodSeconds, name)
+	}
+	o, _ = s.Peek("Pod", "default", "b")
+	b := o.(*corev1.Pod)
+	require.Equal(t, int64(300), *b.Spec.Tolerations[0].TolerationSeconds)
+	require.Nil(t, b.Spec.SecurityContext.RunAsUser)
+	require.Equal(t, int64(30), podDefaults.grace, "the shared defaults are left alone")
+}

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"cmp"
+	"slices"
 
 	"fmt"
 	"go4.org/netipx"
@@ -489,20 +490,28 @@ func (s *Server) allocateNodePort(svc *corev1.Service) (int32, error) {
 
 // --- Pod --------------------------------------------------------------------
 
+// podDefaults are the values the pod defaults point to. Every defaulted
+// pod the server stores points to these same ones (150,000 pods hold one
+// copy, not one each): a stored object is never modified, and every copy
+// handed out (Get, List, a watcher's) is deep, with pointers of its own.
+var podDefaults = struct {
+	grace, tolerationSeconds int64
+	serviceLinks             bool
+	securityContext          corev1.PodSecurityContext
+}{grace: 30, tolerationSeconds: 300, serviceLinks: true}
+
 func defaultPod(sp *corev1.PodSpec) {
 	sp.RestartPolicy = cmp.Or(sp.RestartPolicy, corev1.RestartPolicyAlways)
 	sp.DNSPolicy = cmp.Or(sp.DNSPolicy, corev1.DNSClusterFirst)
 	sp.SchedulerName = cmp.Or(sp.SchedulerName, corev1.DefaultSchedulerName)
 	if sp.TerminationGracePeriodSeconds == nil {
-		t := int64(30)
-		sp.TerminationGracePeriodSeconds = &t
+		sp.TerminationGracePeriodSeconds = &podDefaults.grace
 	}
 	if sp.SecurityContext == nil {
-		sp.SecurityContext = &corev1.PodSecurityContext{}
+		sp.SecurityContext = &podDefaults.securityContext
 	}
 	if sp.EnableServiceLinks == nil {
-		t := true
-		sp.EnableServiceLinks = &t
+		sp.EnableServiceLinks = &podDefaults.serviceLinks
 	}
 	for _, cs := range [][]corev1.Container{sp.InitContainers, sp.Containers} {
 		for i := range cs {
@@ -531,9 +540,11 @@ func defaultPod(sp *corev1.PodSpec) {
 			}
 		}
 		if !found {
-			secs := int64(300)
+			if len(sp.Tolerations) == cap(sp.Tolerations) {
+				sp.Tolerations = slices.Grow(sp.Tolerations, 2) // room for both, in one allocation
+			}
 			sp.Tolerations = append(sp.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
-				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs})
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &podDefaults.tolerationSeconds})
 		}
 	}
 }
