@@ -61,6 +61,11 @@ type iptablesProxier struct {
 	// partial syncs' lineage while they differed from a full sync's
 	// (proxyCanon).
 	onPartial bool
+	// ensuredEdits is the node's netfilter edit count (Netfilter.Edits)
+	// after the jump rules were last ensured, for ensuredCfg (the
+	// configuration without the node).
+	ensuredEdits uint64
+	ensuredCfg   kubeproxy.Config
 }
 
 // ProxyMaxSyncInterval is the longest kube-proxy's iptables proxier goes
@@ -1094,8 +1099,14 @@ func (p *iptablesProxier) loadCanon(cn *proxyCanon, cfg kubeproxy.Config, full b
 			}
 		}
 		if full && !ensured {
-			if err := ensureProxyJumps(n, cn.rules); err != nil {
-				return true, err
+			// The jump rules are there (iptables -C finds them) when no
+			// command changed the node's tables since they were ensured
+			// for the same configuration.
+			if p.ensuredEdits != n.Netfilter.Edits() || !reflect.DeepEqual(p.ensuredCfg, cn.cfg) || p.ensuredEdits == 0 {
+				if err := ensureProxyJumps(n, cn.rules); err != nil {
+					return true, err
+				}
+				p.ensuredEdits, p.ensuredCfg = n.Netfilter.Edits(), cn.cfg
 			}
 			ensured = true
 		}

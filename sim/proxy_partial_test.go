@@ -191,3 +191,28 @@ func TestSnapshotPatchedEqualsSnapshot(t *testing.T) {
 	}
 	assert.Positive(t, pt.patchedSnaps, "patched")
 }
+
+// TestFullSyncEnsuresJumpsAgain: the hourly full sync finds kube-proxy's
+// jump rules with iptables -C and inserts one someone deleted since (the
+// shared rulesets' full sync skips the checks only while no command
+// changed the node's tables).
+func TestFullSyncEnsuresJumpsAgain(t *testing.T) {
+	c := partialCluster(t, true)
+	n0 := c.Nodes()[0]
+	jump := []string{"-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+	ok, err := n0.Netfilter.Check("nat", "PREROUTING", jump...)
+	require.NoError(t, err)
+	require.True(t, ok)
+	before := n0.Netfilter.Save(netfilter.SaveOptions{Tables: []string{"nat"}})
+	require.NoError(t, c.RunFor(ProxyMaxSyncInterval)) // a full sync, nothing changed
+	assert.Equal(t, before, n0.Netfilter.Save(netfilter.SaveOptions{Tables: []string{"nat"}}))
+	require.NoError(t, n0.Netfilter.Exec("nat", append([]string{"-D", "PREROUTING"}, jump...)...))
+	ok, err = n0.Netfilter.Check("nat", "PREROUTING", jump...)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, c.RunFor(ProxyMaxSyncInterval))
+	ok, err = n0.Netfilter.Check("nat", "PREROUTING", jump...)
+	require.NoError(t, err)
+	assert.True(t, ok, "the full sync inserted the jump again")
+	assert.Equal(t, before, n0.Netfilter.Save(netfilter.SaveOptions{Tables: []string{"nat"}}))
+}

@@ -258,6 +258,9 @@ type Netfilter struct {
 	// rule given as arguments, so that kube-proxy's jump rules, checked
 	// at every full sync, are parsed once per namespace.
 	checked map[string]checkedRule
+	// edits counts the restores and commands that changed a table
+	// (Edits).
+	edits uint64
 }
 
 // checkedRule is what parsing one Check's arguments gave: the rule's

@@ -591,6 +591,7 @@ func (nf *Netfilter) commit(st *staged) {
 	t := st.t
 	t.chains = st.chains
 	t.reach = nil
+	nf.edits++
 	for _, c := range st.chains {
 		if c.Builtin {
 			c.Policy = st.policy[c]
@@ -854,3 +855,9 @@ func (r *Rule) memoizable() bool {
 	}
 	return true
 }
+
+// Edits returns how many iptables-restore inputs and iptables commands
+// have changed the namespace's tables so far (loading a shared ruleset
+// is not counted): while it stays the same, what Check answers stays
+// the same for the rules of the namespace's built-in and own chains.
+func (nf *Netfilter) Edits() uint64 { return nf.edits }
