@@ -236,9 +236,18 @@ const (
 // them (confirm refuses a clash), and remove marks it dying. So a slot
 // whose entry is not dying answers exactly what the index would.
 type recentSlot struct {
-	tu    Tuple
+	tu    tupleKey
 	reply bool
 	e     *Entry
+}
+
+// tupleKey is a tuple packed into two words, compared in two
+// instructions where comparing the struct took five loads and compares.
+type tupleKey struct{ a, b uint64 }
+
+func (tu *Tuple) key() tupleKey {
+	return tupleKey{a: uint64(binary.LittleEndian.Uint32(tu.Src[:])) | uint64(binary.LittleEndian.Uint32(tu.Dst[:]))<<32,
+		b: uint64(tu.Sport) | uint64(tu.Dport)<<16 | uint64(tu.Proto)<<32}
 }
 
 func (tu *Tuple) recentIndex() int {
@@ -251,17 +260,18 @@ func (tu *Tuple) recentIndex() int {
 // the walk looks the same few tuples up at every hook of every packet.
 func (t *Table) find(tu Tuple) (slot, bool) {
 	c := &t.recent[tu.recentIndex()]
-	if c.e != nil && c.tu == tu && c.e.Status&StatusDying == 0 {
+	k := tu.key()
+	if c.e != nil && c.tu == k && c.e.Status&StatusDying == 0 {
 		return slot{e: c.e, reply: c.reply}, true
 	}
-	if t.misses.has(t.inserts, &tu) {
+	if t.misses.has(t.inserts, k) {
 		return slot{}, false
 	}
 	e, reply, ok := t.idx.lookup(&tu)
 	if ok {
-		*c = recentSlot{tu: tu, reply: reply, e: e}
+		*c = recentSlot{tu: k, reply: reply, e: e}
 	} else {
-		t.misses.add(t.inserts, &tu)
+		t.misses.add(t.inserts, k)
 	}
 	return slot{e: e, reply: reply}, ok
 }
@@ -282,27 +292,27 @@ type slot struct {
 type missMemo struct {
 	inserts uint64
 	n       int
-	tu      [4]Tuple
+	tu      [4]tupleKey
 }
 
-func (m *missMemo) has(inserts uint64, tu *Tuple) bool {
+func (m *missMemo) has(inserts uint64, k tupleKey) bool {
 	if m.inserts != inserts {
 		return false
 	}
 	for i := range m.n {
-		if m.tu[i] == *tu {
+		if m.tu[i] == k {
 			return true
 		}
 	}
 	return false
 }
 
-func (m *missMemo) add(inserts uint64, tu *Tuple) {
+func (m *missMemo) add(inserts uint64, k tupleKey) {
 	if m.inserts != inserts {
 		m.inserts, m.n = inserts, 0
 	}
 	if m.n < len(m.tu) {
-		m.tu[m.n] = *tu
+		m.tu[m.n] = k
 		m.n++
 	}
 }
