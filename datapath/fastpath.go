@@ -3,6 +3,7 @@ package datapath
 import (
 	"encoding/binary"
 	"math"
+	"net/netip"
 	"slices"
 	"time"
 )
@@ -191,6 +192,7 @@ const (
 	fcARP                          // the node's periodic neighbour collector is not due
 	fcFDBAlive                     // an FDB entry the walk looked up has not aged out
 	fcSegment                      // the underlay's latency
+	fcVXLAN                        // a VXLAN device's configuration (its fields can be set directly)
 	// effects (fcStage is both)
 	fcStage    // a hook stage's effect (Effect)
 	feAdd      // *a += x, *b += y
@@ -252,12 +254,14 @@ type fastEntry struct {
 	devs       []fastDev
 	neighs     []fastNeigh
 	segs       []fastSeg
+	vxs        []fastVXLAN
 	fx         []Effect
 	adds       []fastAdd
 	xf         []fastXf
 	term       fastOp
 	out        fastMeta // the packet's metadata when it leaves
 	ct         any
+	enc        vxlanTemplate
 }
 
 // fastDev holds while the device's MTU, MAC and hairpin flag, the
@@ -292,6 +296,19 @@ type fastSeg struct {
 	latency time.Duration
 }
 
+// fastVXLAN holds while the VXLAN device's configuration that decides
+// an encapsulation (fields that can be set directly) is as it was.
+type fastVXLAN struct {
+	vx                     *VXLAN
+	vni                    uint32
+	port, portMin, portMax uint16
+	local                  netip.Addr
+}
+
+func vxlanCheck(v *VXLAN) fastVXLAN {
+	return fastVXLAN{v, v.VNI, v.Port, v.SrcPortMin, v.SrcPortMax, v.Local}
+}
+
 // fastAdd is *a += x, *b += y.
 type fastAdd struct {
 	a, b *uint64
@@ -308,6 +325,7 @@ type fastXf struct {
 	fe   *fdbEntry
 	ne   *neighEntry
 	vx   *VXLAN
+	b1   bool // feEncap: from the entry's template
 }
 
 type fastTable struct {
@@ -327,6 +345,9 @@ type fastRec struct {
 	ipOK   bool
 	n      int
 	ops    [fastMaxOps]fastOp
+	// enc is the template of the event's first encapsulation, if it
+	// can be repeated from one (see vxlanTemplate).
+	enc vxlanTemplate
 }
 
 // FastStage is a Stage that can take part in the namespace fast path:
@@ -461,6 +482,7 @@ func (ns *Netns) fastStart(w *Walk, dev *Device, p *Packet) {
 	}
 	r.ns, r.fail, r.lastNS = ns, false, nil
 	r.gen, r.ipOK, r.n = w.e.cfgGen, false, 0
+	r.enc.ok = false
 	w.rec = r
 	r.netns(ns)
 	if dev != nil {
@@ -503,8 +525,9 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	e.stamp = t.stamps
 	e.dev, e.head, e.flen, e.ipOK, e.gen, e.deadline = k.dev, k.head, k.flen, r.ipOK, r.gen, math.MaxInt64
 	e.hdr, e.mask, e.meta, e.out, e.ct = k.hdr, k.mask, k.meta, metaOf(p), p.CT.Entry
-	e.nss, e.devs, e.neighs, e.segs = e.nss[:0], e.devs[:0], e.neighs[:0], e.segs[:0]
+	e.nss, e.devs, e.neighs, e.segs, e.vxs = e.nss[:0], e.devs[:0], e.neighs[:0], e.segs[:0], e.vxs[:0]
 	e.fx, e.adds, e.xf = e.fx[:0], e.adds[:0], e.xf[:0]
+	e.enc = r.enc
 	for i := range r.ops[:r.n] {
 		o := &r.ops[i]
 		switch o.kind {
@@ -523,6 +546,10 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 		case fcSegment:
 			if c := (fastSeg{o.seg, time.Duration(o.y)}); !slices.Contains(e.segs, c) {
 				e.segs = append(e.segs, c)
+			}
+		case fcVXLAN:
+			if c := vxlanCheck(o.vx); !slices.Contains(e.vxs, c) {
+				e.vxs = append(e.vxs, c)
 			}
 		case fcDev:
 			if c := (fastDev{o.dev, int(o.x), o.mac[0], o.b1}); !slices.Contains(e.devs, c) {
@@ -559,7 +586,7 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 		case feNeighUse:
 			e.xf = append(e.xf, fastXf{kind: o.kind, ne: o.ne})
 		case feEncap:
-			e.xf = append(e.xf, fastXf{kind: o.kind, vx: o.vx, dst: o.dst})
+			e.xf = append(e.xf, fastXf{kind: o.kind, vx: o.vx, dst: o.dst, b1: o.b1})
 		}
 	}
 }
@@ -650,6 +677,11 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 			return false
 		}
 	}
+	for i := range e.vxs {
+		if c := &e.vxs[i]; vxlanCheck(c.vx) != *c {
+			return false
+		}
+	}
 	for i := range e.fx {
 		if !e.fx[i].R.Valid(w, &e.fx[i]) {
 			return false
@@ -675,7 +707,9 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 		case feNeighUse:
 			o.ne.used = now
 		case feEncap:
-			o.vx.encap(p, o.dst)
+			if !o.b1 || !e.enc.apply(o.vx, p) {
+				o.vx.encap(p, o.dst)
+			}
 		}
 	}
 	e.out.restore(p, e.ct)

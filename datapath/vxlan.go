@@ -202,8 +202,11 @@ func (v *VXLAN) srcPort(inner []byte) uint16 {
 func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	ns := v.dev.ns
 	dst, ok := v.fdb[p.DstMAC().key()]
-	// The fast path need not record the FDB or mesh: their changes
-	// change the engine's cfgGen.
+	// The fast path need not record the FDB or mesh (their changes
+	// change the engine's cfgGen), only the configuration.
+	if r := w.recording(); r != nil {
+		r.op(fcVXLAN).vx = v
+	}
 	if !ok && v.mesh != nil {
 		dst, ok = v.meshDst(p.DstMAC().key())
 	}
@@ -222,6 +225,9 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 	if r := w.recording(); r != nil {
 		o := r.op(feEncap)
 		o.vx, o.dst = v, dst
+		if !r.enc.ok && r.ipOK {
+			o.b1 = r.enc.record(v, p)
+		}
 	}
 	// iptunnel_xmit scrubs the skb: the outer packet is a new flow for
 	// conntrack (nf_reset_ct); the mark stays within the namespace.
@@ -384,4 +390,76 @@ func innerSum(frame []byte, valid bool) (uint16, bool) {
 	}
 	ph := pseudoSum([4]byte(ip[12:16]), [4]byte(ip[16:20]), uint8(proto), uint16(len(l4)))
 	return checksum.Combine(hsum, ^ph), true
+}
+
+// vxlanTemplate is a recorded encapsulation's outer headers, from which
+// the fast path repeats it for a later frame of the same flow: every
+// outer field but the IP ID and the IP header checksum is the same for
+// every frame of the flow (the outer UDP source port is a hash of the
+// inner addresses and ports, the lengths are the flow key's), and so is
+// the outer UDP checksum when outerUDPChecksum derives it from the inner
+// checksums (the inner headers are the key's, the inner IPv4 header sums
+// to 0xffff and the inner segment to its pseudo-header's complement). The
+// template holds for a frame while the device's configuration is the
+// recorded one (the fast path checks it) and the derivation applies to
+// it; otherwise the encapsulation is done in full.
+type vxlanTemplate struct {
+	ok bool
+	// hdr is the outer Ethernet, IPv4, UDP and VXLAN headers with the IP
+	// ID zero and the IP checksum of that header.
+	hdr [EthHdrLen + 20 + 8 + vxlanHdrLen]byte
+}
+
+// record makes t the template of the encapsulation v just prepended to p,
+// whose inner IPv4 header the walk validated when the event started, and
+// reports whether it can be repeated from one.
+func (t *vxlanTemplate) record(v *VXLAN, p *Packet) bool {
+	n := len(t.hdr)
+	if !p.CsumValid || p.Len() < n {
+		return false
+	}
+	seg := p.buf[p.head+EthHdrLen+20 : p.tail]
+	if _, ok := innerSum(seg[8+vxlanHdrLen:], true); !ok {
+		return false
+	}
+	copy(t.hdr[:], p.buf[p.head:p.head+n])
+	ip := t.hdr[EthHdrLen : EthHdrLen+20]
+	ip[4], ip[5], ip[10], ip[11] = 0, 0, 0, 0
+	c := ^csum(ip, 0)
+	ip[10], ip[11] = byte(c>>8), byte(c)
+	t.ok = true
+	return true
+}
+
+// apply prepends t's headers to p as v.encap would, with the next IP ID
+// of v's namespace, and reports whether it did; it does nothing when the
+// template does not hold for p.
+func (t *vxlanTemplate) apply(v *VXLAN, p *Packet) bool {
+	n := len(t.hdr)
+	// The device's configuration is the fast path's check (fastVXLAN).
+	// The inner frame is the event's (its key's) with the recorded
+	// transformations applied: its IPv4 header was validated when the
+	// event started (a template is recorded only then) and rewritten
+	// with incremental checksum updates since, and its checksum state is
+	// the key's. Only the UDP checksum, which the key leaves out, can
+	// make outerUDPChecksum sum the frame in full.
+	if !t.ok || p.head < n || p.Len() < EthHdrLen+20+8 {
+		return false
+	}
+	if inner := p.buf[p.head:p.tail]; inner[EthHdrLen+9] == ProtoUDP && inner[EthHdrLen+20+6]|inner[EthHdrLen+20+7] == 0 {
+		return false // a UDP datagram without checksum
+	}
+	p.head -= n
+	h := (*[EthHdrLen + 20 + 8 + vxlanHdrLen]byte)(p.buf[p.head:])
+	*h = t.hdr
+	id := v.dev.ns.nextID()
+	// RFC 1624 from the checksum of the header with ID zero; both sums
+	// are of a header that is not all zeros, so the result is the one a
+	// full sum gives.
+	ip := h[EthHdrLen : EthHdrLen+20]
+	s := uint32(^(uint16(ip[10])<<8 | uint16(ip[11]))) + uint32(id)
+	s = s&0xffff + s>>16
+	c := ^uint16(s)
+	ip[4], ip[5], ip[10], ip[11] = byte(id>>8), byte(id), byte(c>>8), byte(c)
+	return true
 }
