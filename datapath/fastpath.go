@@ -112,54 +112,62 @@ func loadHdr(p *Packet, h *[fastHdrWords]uint64) {
 	}
 }
 
-// fastKeyOf builds p's key and reports whether p may be recorded at all:
-// an IPv4 frame without options or fragmentation, of a protocol whose
-// connections the key identifies, with no conntrack entry and no delay
-// stage attached, and for TCP, without SYN, FIN, RST or URG.
-func fastKeyOf(dev *Device, p *Packet, k *fastKey) bool {
-	if p.Len() < EthHdrLen+20+8 || p.CT.Entry != nil || p.delayedBy != nil || p.Len() > 0xffff ||
-		p.head+8*fastHdrWords > len(p.buf) {
+// fastMayRecord reports whether p may be recorded at all, and so
+// whether a recorded entry can be p's: an IPv4 frame without options or
+// fragmentation, of a protocol whose connections the key identifies,
+// with no conntrack entry and no delay stage attached, and for TCP, an
+// ACK without SYN, FIN, RST or URG. Every key the fast path holds passed
+// it, and the key covers everything it tests, so a packet it refuses
+// cannot match one: the fast path is then skipped before any key is
+// built (a connection's first packet pays only this).
+func fastMayRecord(p *Packet) bool {
+	h, n := p.head, p.tail-p.head
+	if n < EthHdrLen+20+8 || n > 0xffff || p.CT.Entry != nil || p.delayedBy != nil || h+8*fastHdrWords > len(p.buf) {
 		return false
 	}
-	f := p.Frame()
-	if f[12] != 0x08 || f[13] != 0 || f[14] != 0x45 || f[20]&0x3f != 0 || f[21] != 0 {
+	b := (*[8 * fastHdrWords]byte)(p.buf[h:])
+	if b[12] != 0x08 || b[13] != 0 || b[14] != 0x45 || b[20]&0x3f != 0 || b[21] != 0 {
 		return false
 	}
-	*k = fastKey{dev: dev, head: uint16(p.head), flen: uint16(len(f)), meta: metaOf(p)}
-	var m [8 * fastHdrWords]byte
-	for i := range 14 + 4 {
-		m[i] = 0xff // Ethernet; version, TOS, total length
-	}
-	for i := 20; i < 24; i++ {
-		m[i] = 0xff // flags and fragment offset, TTL, protocol
-	}
-	for i := 26; i < 38; i++ {
-		m[i] = 0xff // addresses; ports, ICMP type and code
-	}
-	l4 := f[34:]
-	switch f[23] {
+	switch b[23] {
 	case ProtoTCP:
-		if len(l4) < 20 || l4[13]&0x27 != 0 || l4[13]&0x10 == 0 {
-			return false // SYN, FIN, RST or URG, or not an ACK: never recorded
-		}
-		m[46], m[47] = 0xff, 0xff // data offset, flags
-	case ProtoUDP:
-		m[38], m[39] = 0xff, 0xff // length
-	case ProtoICMP:
-		m[36], m[37] = 0, 0 // checksum
-		m[38], m[39] = 0xff, 0xff
-	default:
-		return false
+		// SYN, FIN, RST or URG, or not an ACK: never recorded
+		return n >= EthHdrLen+20+20 && b[47]&0x37 == 0x10
+	case ProtoUDP, ProtoICMP:
+		return true
 	}
-	for i := len(f); i < len(m); i++ {
-		m[i] = 0
+	return false
+}
+
+// The key's masks by protocol, as little-endian words of the frame's
+// first 64 bytes: the Ethernet header, the IPv4 version, TOS and total
+// length, flags and fragment offset, TTL, protocol and addresses (not
+// the ID and checksum); then the ports (ICMP type and code); for TCP the
+// data offset and flags (not the sequence numbers, window and checksum),
+// for UDP the length (not the checksum), for ICMP the identifier (not the
+// checksum and sequence). Every byte they cover lies within the shortest
+// frame fastMayRecord admits for the protocol.
+var (
+	fastMaskTCP  = [fastHdrWords]uint64{^uint64(0), ^uint64(0), 0xffffffff0000ffff, 0xffffffffffff0000, 0x0000ffffffffffff, 0xffff000000000000}
+	fastMaskUDP  = [fastHdrWords]uint64{^uint64(0), ^uint64(0), 0xffffffff0000ffff, 0xffffffffffff0000, ^uint64(0)}
+	fastMaskICMP = [fastHdrWords]uint64{^uint64(0), ^uint64(0), 0xffffffff0000ffff, 0xffffffffffff0000, 0xffff0000ffffffff}
+)
+
+// fastKeyOf builds the key of p, which fastMayRecord admitted.
+func fastKeyOf(dev *Device, p *Packet, k *fastKey) {
+	k.dev, k.head, k.flen, k.meta = dev, uint16(p.head), uint16(p.Len()), metaOf(p)
+	switch p.buf[p.head+EthHdrLen+9] {
+	case ProtoTCP:
+		k.mask = fastMaskTCP
+	case ProtoUDP:
+		k.mask = fastMaskUDP
+	default:
+		k.mask = fastMaskICMP
 	}
 	loadHdr(p, &k.hdr)
-	for i := range k.mask {
-		k.mask[i] = binary.LittleEndian.Uint64(m[8*i:])
+	for i := range k.hdr {
 		k.hdr[i] &= k.mask[i]
 	}
-	return true
 }
 
 // fastSlot is where a frame's entry is kept (that slot or its
@@ -470,16 +478,14 @@ func (r *fastRec) macs(p *Packet) {
 }
 
 // fastStart begins recording the event of p entering at dev (nil: sent
-// by ns's stack), if it may be recorded.
+// by ns's stack), which fastMayRecord admitted.
 func (ns *Netns) fastStart(w *Walk, dev *Device, p *Packet) {
 	r := w.e.recBuf
 	if r == nil {
 		r = new(fastRec)
 		w.e.recBuf = r
 	}
-	if !fastKeyOf(dev, p, &r.key) {
-		return
-	}
+	fastKeyOf(dev, p, &r.key)
 	r.ns, r.fail, r.lastNS = ns, false, nil
 	r.gen, r.ipOK, r.n = w.e.cfgGen, false, 0
 	r.enc.ok = false
@@ -614,6 +620,9 @@ func (w *Walk) fastRxRecord(delay time.Duration, dev *Device, p *Packet) {
 // by ns's stack), or starts recording it, and reports whether it
 // replayed it.
 func (ns *Netns) fastPath(w *Walk, dev *Device, p *Packet) bool {
+	if !fastMayRecord(p) {
+		return false
+	}
 	if ns.fastReplay(w, dev, p) {
 		return true
 	}
@@ -624,7 +633,7 @@ func (ns *Netns) fastPath(w *Walk, dev *Device, p *Packet) bool {
 func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 	t := ns.fast
 	head := p.head
-	if t == nil || p.CT.Entry != nil || p.delayedBy != nil || head+8*fastHdrWords > len(p.buf) {
+	if t == nil {
 		return false
 	}
 	b := (*[8 * fastHdrWords]byte)(p.buf[head:])
