@@ -410,10 +410,13 @@ func (w *Walk) recording() *fastRec {
 	return nil
 }
 
-// noFast abandons the recording in progress, if any.
+// noFast abandons the recording in progress, if any: the rest of the
+// event walks as if none had started (no recording checks, no effects
+// collected).
 func (w *Walk) noFast() {
 	if r := w.rec; r != nil {
 		r.fail = true
+		w.rec = nil
 	}
 }
 
