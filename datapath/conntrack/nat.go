@@ -360,8 +360,7 @@ func manipIP(ip []byte, target Tuple, m Manip) bool {
 			}
 			nb := [2]byte{byte(np >> 8), byte(np)}
 			if cf != nil {
-				csumReplace(cf, af, na[:])
-				csumReplace(cf, pf, nb[:])
+				csumReplaceAddrPort(cf, (*[4]byte)(af), &na, (*[2]byte)(pf), &nb)
 				if ip[9] == datapath.ProtoUDP && cf[0] == 0 && cf[1] == 0 {
 					cf[0], cf[1] = 0xff, 0xff // CSUM_MANGLED_0
 				}
@@ -441,6 +440,24 @@ func csumReplace(c, old, new []byte) {
 	for sum>>16 != 0 {
 		sum = sum&0xffff + sum>>16
 	}
+	r := ^uint16(sum)
+	c[0], c[1] = byte(r>>8), byte(r)
+}
+
+// csumReplaceAddrPort is csumReplace(c, a, na) then csumReplace(c, pt,
+// np) in one fold (a TCP or UDP checksum when an address and a port
+// change), with the same result: one's complement addition is
+// associative, and the first fold is zero only when its sum is.
+func csumReplaceAddrPort(c []byte, a, na *[4]byte, pt, np *[2]byte) {
+	sum := uint32(^(uint16(c[0])<<8 | uint16(c[1])))
+	sum += uint32(^(uint16(a[0])<<8 | uint16(a[1])))
+	sum += uint32(^(uint16(a[2])<<8 | uint16(a[3])))
+	sum += uint32(na[0])<<8 | uint32(na[1])
+	sum += uint32(na[2])<<8 | uint32(na[3])
+	sum += uint32(^(uint16(pt[0])<<8 | uint16(pt[1])))
+	sum += uint32(np[0])<<8 | uint32(np[1])
+	sum = sum&0xffff + sum>>16
+	sum = sum&0xffff + sum>>16
 	r := ^uint16(sum)
 	c[0], c[1] = byte(r>>8), byte(r)
 }

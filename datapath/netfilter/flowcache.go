@@ -96,36 +96,48 @@ type flowRec struct {
 	ctrs [maxReplay]*counter
 }
 
-// setKey sets k to c's key with only the fields in mask (the others
-// zero); filled in place, as returning it copied it twice.
-func (c *evalCtx) setKey(k *flowKey, mask uint16) {
-	var src, dst, sport, dport, flags, icmp uint64
+// keyWords are a key mask's fields as masks of the key's words (the
+// protocol, the fragment and L4 header bits and the mark always).
+type keyWords struct{ addr, ports, l4 uint64 }
+
+func wordsOf(mask uint16) keyWords {
+	w := keyWords{ports: 0xffffffff, l4: 0xff | 1<<32 | 1<<33}
 	if mask&kSrc != 0 {
-		src = uint64(c.src)
+		w.addr |= 0xffffffff << 32
 	}
 	if mask&kDst != 0 {
-		dst = uint64(c.dst)
+		w.addr |= 0xffffffff
 	}
 	if mask&kSport != 0 {
-		sport = uint64(c.sport)
+		w.ports |= 0xffff << 48
 	}
 	if mask&kDport != 0 {
-		dport = uint64(c.dport)
+		w.ports |= 0xffff << 32
 	}
 	if mask&kTCPFlags != 0 {
-		flags = uint64(c.tcpFlags)
+		w.l4 |= 0xff << 8
 	}
 	if mask&kICMP != 0 {
-		icmp = uint64(c.icmpType)<<8 | uint64(c.icmpCode)
+		w.l4 |= 0xffff << 16
 	}
-	l4 := uint64(c.proto) | flags<<8 | icmp<<16
+	return w
+}
+
+// setKey sets k to c's key with only the fields in mask (the others
+// zero; kw is mask's keyWords, which select the header fields without
+// a test per field); filled in place, as returning it copied it twice.
+func (c *evalCtx) setKey(k *flowKey, mask uint16, kw *keyWords) {
+	l4 := uint64(c.proto) | uint64(c.tcpFlags)<<8 | uint64(c.icmpType)<<24 | uint64(c.icmpCode)<<16
 	if c.frag {
 		l4 |= 1 << 32
 	}
 	if c.l4ok {
 		l4 |= 1 << 33
 	}
-	k.addr, k.ports, k.status, k.agen, k.in, k.out = src<<32|dst, sport<<48|dport<<32|uint64(c.p.Mark), 0, 0, nil, nil
+	l4 &= kw.l4
+	k.addr = (uint64(c.src)<<32 | uint64(c.dst)) & kw.addr
+	k.ports = (uint64(c.sport)<<48 | uint64(c.dport)<<32 | uint64(c.p.Mark)) & kw.ports
+	k.status, k.agen, k.in, k.out = 0, 0, nil, nil
 	if mask&(kCTState|kCTStatus) != 0 && c.ct != nil {
 		l4 |= 1<<34 | uint64(c.ctinfo)<<40
 		k.status = uint64(c.ct.Status & conntrack.StatusNATMask)
@@ -146,10 +158,11 @@ func (c *evalCtx) setKey(k *flowKey, mask uint16) {
 }
 
 // keyMask returns the key fields the rules reachable from the hook's
-// built-in chain read.
+// built-in chain read (their keyWords in s.kw).
 func (s *tableHook) keyMask() uint16 {
 	if s.maskGen != s.nf.gen+1 {
 		s.mask, s.maskGen = s.nf.reach(s.t.builtins[s.hook], 0), s.nf.gen+1
+		s.kw = wordsOf(s.mask)
 	}
 	return s.mask
 }
@@ -182,7 +195,7 @@ func (nf *Netfilter) reach(ch *Chain, depth int) uint16 {
 // repeated, else the walk is run and kept if it may be repeated.
 func (s *tableHook) run(c *evalCtx) verdict {
 	var k flowKey
-	c.setKey(&k, s.keyMask())
+	c.setKey(&k, s.keyMask(), &s.kw)
 	if s.replay(c, &k) != nil {
 		return vAccept
 	}
@@ -356,7 +369,7 @@ func (s *hookStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.
 		return datapath.VerdictContinue, datapath.Effect{}, false
 	}
 	var k flowKey
-	c.setKey(&k, s.keyMask())
+	c.setKey(&k, s.keyMask(), &s.kw)
 	if sl := s.replay(c, &k); sl != nil {
 		return datapath.VerdictContinue, datapath.Effect{R: s, Ref: sl, N: sl.stamp, M: c.plen}, true
 	}

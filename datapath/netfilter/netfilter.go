@@ -690,9 +690,10 @@ type tableHook struct {
 	hook datapath.Hook
 	// cache is the flow cache (flowcache.go), allocated on first use;
 	// mask is the key fields the rules reachable from the hook's chain
-	// read, as of ruleset generation maskGen-1.
+	// read, as of ruleset generation maskGen-1, and kw its keyWords.
 	cache   *[flowSlots]flowSlot
 	mask    uint16
+	kw      keyWords
 	maskGen uint64
 }
 
