@@ -112,14 +112,14 @@ func loadHdr(p *Packet, h *[fastHdrWords]uint64) {
 	}
 }
 
-// fastMayRecord reports whether p may be recorded at all, and so
-// whether a recorded entry can be p's: an IPv4 frame without options or
-// fragmentation, of a protocol whose connections the key identifies,
-// with no conntrack entry and no delay stage attached, and for TCP, an
-// ACK without SYN, FIN, RST or URG. Every key the fast path holds passed
-// it, and the key covers everything it tests, so a packet it refuses
-// cannot match one: the fast path is then skipped before any key is
-// built (a connection's first packet pays only this).
+// fastMayRecord reports whether p may be recorded at all: an IPv4 frame
+// without options or fragmentation, of a protocol whose connections the
+// key identifies, with no conntrack entry and no delay stage attached,
+// and for TCP, an ACK without SYN, FIN, RST or URG. Every key the fast
+// path holds passed it, and the key covers everything it tests, so a
+// packet it refuses cannot match one (fastReplay tells the commonest
+// refusal, a TCP segment with SYN, FIN, RST or URG, from the words it
+// loads for the lookup).
 func fastMayRecord(p *Packet) bool {
 	h, n := p.head, p.tail-p.head
 	if n < EthHdrLen+20+8 || n > 0xffff || p.CT.Entry != nil || p.delayedBy != nil || h+8*fastHdrWords > len(p.buf) {
@@ -623,26 +623,39 @@ func (w *Walk) fastRxRecord(delay time.Duration, dev *Device, p *Packet) {
 // by ns's stack), or starts recording it, and reports whether it
 // replayed it.
 func (ns *Netns) fastPath(w *Walk, dev *Device, p *Packet) bool {
-	if !fastMayRecord(p) {
-		return false
-	}
-	if ns.fastReplay(w, dev, p) {
+	hit, may := ns.fastReplay(w, dev, p)
+	if hit {
 		return true
 	}
-	ns.fastStart(w, dev, p)
+	if may && fastMayRecord(p) {
+		ns.fastStart(w, dev, p)
+	}
 	return false
 }
 
-func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
-	t := ns.fast
+// fastReplay replays p's recorded event, if there is one and it holds;
+// may is false for a packet that can be neither replayed nor recorded,
+// told from what the lookup loads anyway (a TCP segment that is not a
+// bare ACK or carries SYN, FIN, RST or URG: a connection's first packet
+// costs no more than that).
+func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 	head := p.head
-	if t == nil {
-		return false
+	if p.CT.Entry != nil || p.delayedBy != nil || head+8*fastHdrWords > len(p.buf) {
+		return false, false
 	}
 	b := (*[8 * fastHdrWords]byte)(p.buf[head:])
+	h2, h5 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[40:])
+	if h2>>56 == ProtoTCP && (h5>>56)&0x37 != 0x10 {
+		// Byte 23 is the protocol and byte 47 the TCP flags of every
+		// frame fastMayRecord admits, and the key covers both.
+		return false, false
+	}
+	t := ns.fast
+	if t == nil {
+		return false, true
+	}
 	h0, h1 := binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:])
-	h2, h3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
-	h4, h5 := binary.LittleEndian.Uint64(b[32:]), binary.LittleEndian.Uint64(b[40:])
+	h3, h4 := binary.LittleEndian.Uint64(b[24:]), binary.LittleEndian.Uint64(b[32:])
 	h6, h7 := binary.LittleEndian.Uint64(b[48:]), binary.LittleEndian.Uint64(b[56:])
 	i := fastSlot(dev, h2, h3, h4)
 	gen, flen := w.e.cfgGen, p.tail-head
@@ -656,18 +669,18 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 			}
 		}
 		if way == 1 {
-			return false
+			return false, true
 		}
 		e = t.slots[i^1]
 	}
 	now := w.e.now
 	if now >= e.deadline || (e.ipOK && !ipv4HeaderSumOK((*[20]byte)(b[EthHdrLen:]))) {
-		return false
+		return false, true
 	}
 	for i := range e.nss {
 		c := &e.nss[i]
 		if c.ns.Sysctl != c.sys || c.ns.Routes.Gen() != c.rgen {
-			return false
+			return false, true
 		}
 	}
 	for i := range e.devs {
@@ -675,28 +688,28 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 		// change the engine's cfgGen; these fields can be set directly.
 		c := &e.devs[i]
 		if d := c.d; d.MTU != c.mtu || d.MAC != c.mac || d.Hairpin != c.hairpin {
-			return false
+			return false, true
 		}
 	}
 	for i := range e.neighs {
 		c := &e.neighs[i]
 		if n := c.e; n.removed || n.state != c.state || n.mac != c.mac {
-			return false
+			return false, true
 		}
 	}
 	for i := range e.segs {
 		if c := &e.segs[i]; c.seg.Latency != c.latency {
-			return false
+			return false, true
 		}
 	}
 	for i := range e.vxs {
 		if c := &e.vxs[i]; vxlanCheck(c.vx) != *c {
-			return false
+			return false, true
 		}
 	}
 	for i := range e.fx {
 		if !e.fx[i].R.Valid(w, &e.fx[i]) {
-			return false
+			return false, true
 		}
 	}
 	t.hits++
@@ -730,7 +743,7 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) bool {
 	} else {
 		w.e.ScheduleRx(time.Duration(e.term.x), e.term.dev, p)
 	}
-	return true
+	return true, false
 }
 
 // ipv4HeaderSumOK reports whether an IPv4 header without options sums to
