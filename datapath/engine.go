@@ -279,13 +279,74 @@ func (e *Engine) head() *event {
 
 // ScheduleRx makes dev receive p after delay.
 func (e *Engine) ScheduleRx(delay time.Duration, dev *Device, p *Packet) {
+	if delay == 0 {
+		e.pushNow(evRx, dev, nil, p)
+		return
+	}
 	e.push(event{at: e.now + delay, kind: evRx, dev: dev, pkt: p})
 }
 
 // ScheduleOutput makes ns send the locally generated IPv4 packet p (its
 // Ethernet header is filled in by the neighbour layer) after delay.
 func (e *Engine) ScheduleOutput(delay time.Duration, ns *Netns, p *Packet) {
+	if delay == 0 {
+		e.pushNow(evOutput, nil, ns, p)
+		return
+	}
 	e.push(event{at: e.now + delay, kind: evOutput, ns: ns, pkt: p})
+}
+
+// pushNow queues a foreground packet event due now: what push does for a
+// zero delay, without building and copying the whole event twice.
+func (e *Engine) pushNow(kind eventKind, dev *Device, ns *Netns, p *Packet) {
+	if r := e.walk.rec; r != nil {
+		r.fail = true // an event the recording cannot repeat
+	}
+	e.seq++
+	e.fg++
+	e.fifo = append(e.fifo, event{at: e.now, seq: e.seq, kind: kind, dev: dev, ns: ns, pkt: p})
+}
+
+// fifoNext reports whether the fifo's head is a packet event (never a
+// cancelled timer) that runs next, before the heap's top, and is due by
+// until (until < 0: any time).
+func (e *Engine) fifoNext(until time.Duration) bool {
+	if e.fhead == len(e.fifo) {
+		return false
+	}
+	f := &e.fifo[e.fhead]
+	if f.kind == evTimer || (until >= 0 && f.at > until) {
+		return false
+	}
+	if len(e.queue) == 0 {
+		return true
+	}
+	h := &e.queue[0]
+	return f.at < h.at || (f.at == h.at && f.seq < h.seq)
+}
+
+// runFifo removes the fifo's head, which fifoNext reported runs next, and
+// runs it: the step most events of a walk take, one device handing a
+// frame to the next at once.
+func (e *Engine) runFifo() {
+	f := &e.fifo[e.fhead]
+	kind, dev, ns, p, at := f.kind, f.dev, f.ns, f.pkt, f.at
+	*f = event{}
+	e.fhead++
+	if e.fhead == len(e.fifo) {
+		e.fifo, e.fhead = e.fifo[:0], 0
+	}
+	e.fg-- // packet events are never background
+	if at > e.now {
+		e.now = at
+	}
+	w := &e.walk
+	if kind == evRx {
+		dev.receive(w, p)
+	} else {
+		ns.sendLocal(w, p)
+	}
+	w.rec = nil
 }
 
 // ScheduleTimer fires t after delay.
@@ -364,6 +425,14 @@ func (e *Engine) RunUntil(until time.Duration) error {
 		limit = 1_000_000
 	}
 	for n := 0; ; n++ {
+		if e.fifoNext(until) {
+			// A packet event is foreground: e.fg > 0.
+			if n == limit {
+				return &ErrEventLimit{Events: n, At: e.now}
+			}
+			e.runFifo()
+			continue
+		}
 		ev := e.head()
 		if ev == nil || (until >= 0 && ev.at > until) || (until < 0 && e.fg == 0) {
 			break

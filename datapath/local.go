@@ -56,6 +56,37 @@ type sockets struct {
 	tcp   map[uint16]*TCPListener
 	sctp  map[uint16]*SCTPListener
 	conns map[connKey]*TCPConn
+	// udpHit and tcpHit remember the last socket a lookup found, under
+	// its port (the same flow's packets find the same socket), so most
+	// lookups need no map access; binding or closing a port clears them.
+	udpHit     *UDPSocket
+	udpHitPort uint16
+	tcpHitPort uint16
+	tcpHit     *TCPListener
+}
+
+// udpSocket returns the UDP socket bound to port, or nil.
+func (s *sockets) udpSocket(port uint16) *UDPSocket {
+	if s.udpHit != nil && s.udpHitPort == port {
+		return s.udpHit
+	}
+	u := s.udp[port]
+	if u != nil {
+		s.udpHit, s.udpHitPort = u, port
+	}
+	return u
+}
+
+// tcpListener returns the TCP listener on port, or nil.
+func (s *sockets) tcpListener(port uint16) *TCPListener {
+	if s.tcpHit != nil && s.tcpHitPort == port {
+		return s.tcpHit
+	}
+	l := s.tcp[port]
+	if l != nil {
+		s.tcpHit, s.tcpHitPort = l, port
+	}
+	return l
 }
 
 func (s *sockets) init() {
@@ -83,6 +114,7 @@ func (ns *Netns) ListenUDP(port uint16, echo bool) (*UDPSocket, error) {
 	}
 	s := &UDPSocket{Port: port, Echo: echo}
 	ns.sockets.udp[port] = s
+	ns.sockets.udpHit = nil
 	return s, nil
 }
 
@@ -93,6 +125,7 @@ func (ns *Netns) ListenTCP(port uint16) (*TCPListener, error) {
 	}
 	l := &TCPListener{Port: port}
 	ns.sockets.tcp[port] = l
+	ns.sockets.tcpHit = nil
 	return l, nil
 }
 
@@ -116,10 +149,16 @@ func (ns *Netns) CloseSCTP(port uint16) { delete(ns.sockets.sctp, port) }
 func (ns *Netns) SCTPListener(port uint16) *SCTPListener { return ns.sockets.sctp[port] }
 
 // CloseUDP and CloseTCP unbind a port.
-func (ns *Netns) CloseUDP(port uint16) { delete(ns.sockets.udp, port) }
+func (ns *Netns) CloseUDP(port uint16) {
+	delete(ns.sockets.udp, port)
+	ns.sockets.udpHit = nil
+}
 
 // CloseTCP unbinds a TCP port.
-func (ns *Netns) CloseTCP(port uint16) { delete(ns.sockets.tcp, port) }
+func (ns *Netns) CloseTCP(port uint16) {
+	delete(ns.sockets.tcp, port)
+	ns.sockets.tcpHit = nil
+}
 
 // Send queues a locally generated IPv4 packet (ip without Ethernet header)
 // for output from this namespace at the current virtual time. It returns
@@ -421,7 +460,7 @@ func (ns *Netns) udpReceive(w *Walk, dev *Device, p *Packet) {
 		v.decap(w, dev, p)
 		return
 	}
-	s := ns.sockets.udp[u.DestinationPort()]
+	s := ns.sockets.udpSocket(u.DestinationPort())
 	if s == nil {
 		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4PortUnreachable, 0)
 		ns.drop(w, p, dev, "udp", ReasonPortUnreachable, "nothing listens on udp port "+itoa(int(u.DestinationPort()))+" (ICMP port unreachable sent)")
@@ -516,7 +555,7 @@ func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet) {
 	if ns.conn(w, dev, p, t, dlen) {
 		return
 	}
-	l := ns.sockets.tcp[t.DestinationPort()]
+	l := ns.sockets.tcpListener(t.DestinationPort())
 	if l == nil {
 		if !ns.sendReset(w, p, dev, "RST: nothing listens on tcp port "+itoa(int(t.DestinationPort()))) {
 			ns.drop(w, p, dev, "tcp", ReasonTCPReset, "RST to a closed port")
@@ -802,7 +841,7 @@ func (ns *Netns) conn(w *Walk, dev *Device, p *Packet, t header.TCP, dlen uint32
 }
 
 // TCPListener returns the listener bound to port, or nil.
-func (ns *Netns) TCPListener(port uint16) *TCPListener { return ns.sockets.tcp[port] }
+func (ns *Netns) TCPListener(port uint16) *TCPListener { return ns.sockets.tcpListener(port) }
 
 // UDPSocket returns the socket bound to port, or nil.
-func (ns *Netns) UDPSocket(port uint16) *UDPSocket { return ns.sockets.udp[port] }
+func (ns *Netns) UDPSocket(port uint16) *UDPSocket { return ns.sockets.udpSocket(port) }
