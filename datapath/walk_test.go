@@ -456,3 +456,34 @@ func TestSendPacketWithABrokenHeaderIsDroppedNotAPanic(t *testing.T) {
 	require.Equal(t, trace.Dropped, oc[0].Action)
 	require.Equal(t, "malformed", oc[0].Reason)
 }
+
+// TestUDPSocketClosedAndBoundAgainGetsTheNextDatagram: a datagram goes to
+// the socket bound to its port now, not to the one the last lookup found.
+func TestUDPSocketClosedAndBoundAgainGetsTheNextDatagram(t *testing.T) {
+	tp := newTopo(t)
+	first, err := tp.b.ListenUDP(9, false)
+	require.NoError(t, err)
+	send := func() {
+		_, err := tp.a.Send(udp(ipA, ipB, 5000, 9, 64, []byte("hi")))
+		require.NoError(t, err)
+		require.NoError(t, tp.e.Run())
+	}
+	send()
+	require.Equal(t, 1, first.Received)
+	tp.b.CloseUDP(9)
+	require.Nil(t, tp.b.UDPSocket(9))
+	second, err := tp.b.ListenUDP(9, false)
+	require.NoError(t, err)
+	send()
+	require.Equal(t, [2]int{1, 1}, [2]int{first.Received, second.Received})
+	require.Same(t, second, tp.b.UDPSocket(9))
+
+	l, err := tp.b.ListenTCP(80)
+	require.NoError(t, err)
+	require.Same(t, l, tp.b.TCPListener(80))
+	tp.b.CloseTCP(80)
+	require.Nil(t, tp.b.TCPListener(80), "closed")
+	l2, err := tp.b.ListenTCP(80)
+	require.NoError(t, err)
+	require.Same(t, l2, tp.b.TCPListener(80))
+}
