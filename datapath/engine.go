@@ -47,9 +47,15 @@ type event struct {
 // device is an event; inside one namespace processing is synchronous.
 // There are no goroutines: the same seed and inputs give the same walk.
 type Engine struct {
-	now   time.Duration
-	seq   uint64
-	queue []event // binary min-heap on (at, seq)
+	now time.Duration
+	seq uint64
+	// queue is a binary min-heap on (at, seq) of small keys; each names
+	// the slot of slots holding its event, so sifting moves 24 bytes, not
+	// the whole event (a walk's delayed event rises above every queued
+	// timer and falls back on removal). free lists the unused slots.
+	queue []qkey
+	slots []event
+	free  []int32
 	// fifo holds events scheduled with no delay, in sequence order, from
 	// fhead on: they are due now and after everything already queued, so
 	// they need no heap (most events of a walk are a device handing a
@@ -82,6 +88,14 @@ type Engine struct {
 	recBuf  *fastRec
 	cfgGen  uint64
 	fastOff bool
+}
+
+// qkey is one entry of the engine's heap: the event's time and sequence
+// number, and the slot holding it.
+type qkey struct {
+	at   time.Duration
+	seq  uint64
+	slot int32
 }
 
 type engineValue struct{ key, v any }
@@ -152,24 +166,34 @@ func (e *Engine) push(ev event) {
 		e.fifo = append(e.fifo, ev)
 		return
 	}
-	e.queue = append(e.queue, ev)
-	i := len(e.queue) - 1
+	var slot int32
+	if n := len(e.free); n > 0 {
+		slot = e.free[n-1]
+		e.free = e.free[:n-1]
+		e.slots[slot] = ev
+	} else {
+		slot = int32(len(e.slots))
+		e.slots = append(e.slots, ev)
+	}
+	k := qkey{at: ev.at, seq: ev.seq, slot: slot}
+	q := append(e.queue, k)
+	i := len(q) - 1
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !e.less(i, parent) {
+		if !k.before(&q[parent]) {
 			break
 		}
-		e.queue[i], e.queue[parent] = e.queue[parent], e.queue[i]
+		q[i] = q[parent]
 		i = parent
 	}
+	q[i] = k
+	e.queue = q
 }
 
-func (e *Engine) less(i, j int) bool {
-	a, b := &e.queue[i], &e.queue[j]
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	return a.seq < b.seq
+// before reports whether k runs before o: earlier, or as early and
+// scheduled first.
+func (k *qkey) before(o *qkey) bool {
+	return k.at < o.at || (k.at == o.at && k.seq < o.seq)
 }
 
 // fifoFirst reports whether the next event is the fifo's head rather than
@@ -182,10 +206,7 @@ func (e *Engine) fifoFirst() bool {
 		return true
 	}
 	f, h := &e.fifo[e.fhead], &e.queue[0]
-	if f.at != h.at {
-		return f.at < h.at
-	}
-	return f.seq < h.seq
+	return f.at < h.at || (f.at == h.at && f.seq < h.seq)
 }
 
 // next removes and returns the next event in (time, sequence) order.
@@ -212,13 +233,19 @@ func (e *Engine) takeFifo() event {
 
 func (e *Engine) pop() event {
 	q := e.queue
-	top := q[0]
+	top := q[0].slot
+	ev := e.slots[top]
+	e.slots[top] = event{}
+	e.free = append(e.free, top)
 	n := len(q) - 1
-	q[0] = q[n]
-	q[n] = event{}
-	e.queue = q[:n]
-	if !top.bg {
+	last := q[n]
+	q = q[:n]
+	e.queue = q
+	if !ev.bg {
 		e.fg--
+	}
+	if n == 0 {
+		return ev
 	}
 	i := 0
 	for {
@@ -227,16 +254,17 @@ func (e *Engine) pop() event {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && e.less(r, l) {
+		if r := l + 1; r < n && q[r].before(&q[l]) {
 			m = r
 		}
-		if !e.less(m, i) {
+		if !q[m].before(&last) {
 			break
 		}
-		e.queue[i], e.queue[m] = e.queue[m], e.queue[i]
+		q[i] = q[m]
 		i = m
 	}
-	return top
+	q[i] = last
+	return ev
 }
 
 // Pending is the number of queued events (cancelled timers not yet
@@ -263,7 +291,7 @@ func (e *Engine) head() *event {
 		case e.headFifo:
 			ev = &e.fifo[e.fhead]
 		case len(e.queue) > 0:
-			ev = &e.queue[0]
+			ev = &e.slots[e.queue[0].slot]
 		default:
 			return nil
 		}
