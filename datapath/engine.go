@@ -26,7 +26,17 @@ const (
 	evRx     eventKind = iota + 1 // frame arrives on Dev
 	evOutput                      // locally generated IP packet enters Netns output
 	evTimer
+	evStaleTimer // a timer that is a StaleTimer (checked once, when scheduled)
 )
+
+// timerKind is the event kind for t: whether it can be cancelled is
+// asked once, when it is scheduled, not every time it heads the queue.
+func timerKind(t Timer) eventKind {
+	if _, ok := t.(StaleTimer); ok {
+		return evStaleTimer
+	}
+	return evTimer
+}
 
 type event struct {
 	at    time.Duration
@@ -295,8 +305,8 @@ func (e *Engine) head() *event {
 		default:
 			return nil
 		}
-		if ev.kind == evTimer {
-			if st, ok := ev.timer.(StaleTimer); ok && st.Stale() {
+		if ev.kind == evStaleTimer {
+			if ev.timer.(StaleTimer).Stale() {
 				e.next()
 				continue
 			}
@@ -343,7 +353,7 @@ func (e *Engine) fifoNext(until time.Duration) bool {
 		return false
 	}
 	f := &e.fifo[e.fhead]
-	if f.kind == evTimer || (until >= 0 && f.at > until) {
+	if f.kind >= evTimer || (until >= 0 && f.at > until) {
 		return false
 	}
 	if len(e.queue) == 0 {
@@ -379,7 +389,7 @@ func (e *Engine) runFifo() {
 
 // ScheduleTimer fires t after delay.
 func (e *Engine) ScheduleTimer(delay time.Duration, t Timer) {
-	e.push(event{at: e.now + delay, kind: evTimer, timer: t})
+	e.push(event{at: e.now + delay, kind: timerKind(t), timer: t})
 }
 
 // ScheduleBackground fires t after delay as a background event: periodic
@@ -387,7 +397,7 @@ func (e *Engine) ScheduleTimer(delay time.Duration, t Timer) {
 // that runs when virtual time reaches it but does not by itself keep Run
 // going, so a world whose only remaining work is periodic is idle.
 func (e *Engine) ScheduleBackground(delay time.Duration, t Timer) {
-	e.push(event{at: e.now + delay, kind: evTimer, timer: t, bg: true})
+	e.push(event{at: e.now + delay, kind: timerKind(t), timer: t, bg: true})
 }
 
 // Idle reports whether only background events are queued.
@@ -423,7 +433,7 @@ func (e *Engine) run() {
 		ev.dev.receive(w, ev.pkt)
 	case evOutput:
 		ev.ns.sendLocal(w, ev.pkt)
-	case evTimer:
+	case evTimer, evStaleTimer:
 		ev.timer.Fire(w)
 	}
 	w.rec = nil

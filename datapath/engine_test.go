@@ -93,9 +93,15 @@ func TestSetHookPassiveCountsWithoutCalling(t *testing.T) {
 	assert.Equal(t, uint64(2), pkts)
 }
 
+// cancelledTimer was stopped after it was scheduled: it must never fire.
+type cancelledTimer struct{ t *testing.T }
+
+func (c cancelledTimer) Fire(*Walk) { c.t.Error("a cancelled timer fired") }
+func (cancelledTimer) Stale() bool  { return true }
+
 // TestEngineRunsPacketsAndTimersInTimeThenSequenceOrder mixes frames handed
 // to a device (the engine's own short path for events due now) with
-// timers, both spawning more of either with no delay or a short one, and
+// timers (some cancelled), all spawning more with no delay or a short one, and
 // checks under Run and RunUntil that everything ran in (time, sequence)
 // order, as the heap alone would have run it.
 func TestEngineRunsPacketsAndTimersInTimeThenSequenceOrder(t *testing.T) {
@@ -123,6 +129,10 @@ func TestEngineRunsPacketsAndTimersInTimeThenSequenceOrder(t *testing.T) {
 			return VerdictStolen
 		}))
 		schedule = func(delay time.Duration) {
+			if r.IntN(5) == 0 {
+				e.ScheduleTimer(delay, cancelledTimer{t})
+				return
+			}
 			ids++
 			if r.IntN(2) == 0 {
 				e.ScheduleTimer(delay, &orderTimer{id: ids, log: &log, spawn: spawn})
