@@ -66,11 +66,12 @@ type Engine struct {
 	queue []qkey
 	slots []event
 	free  []int32
-	// fifo holds events scheduled with no delay, in sequence order, from
-	// fhead on: they are due now and after everything already queued, so
-	// they need no heap (most events of a walk are a device handing a
-	// frame to the next one at once). The order is still (time, sequence).
-	fifo  []event
+	// fifo holds packet events scheduled with no delay, in sequence
+	// order, from fhead on: they are due now and after everything already
+	// queued, so they need no heap (most events of a walk are a device
+	// handing a frame to the next one at once). The order is still (time,
+	// sequence). Timers, whatever their delay, go to the heap.
+	fifo  []nowEvent
 	fhead int
 	// headFifo says where head found the next event: the fifo's head
 	// (else the heap's top).
@@ -98,6 +99,17 @@ type Engine struct {
 	recBuf  *fastRec
 	cfgGen  uint64
 	fastOff bool
+}
+
+// nowEvent is a packet event in the engine's fifo: an evRx for dev or an
+// evOutput for ns.
+type nowEvent struct {
+	at   time.Duration
+	seq  uint64
+	dev  *Device
+	ns   *Netns
+	pkt  *Packet
+	kind eventKind
 }
 
 // qkey is one entry of the engine's heap: the event's time and sequence
@@ -172,10 +184,6 @@ func (e *Engine) push(ev event) {
 	if !ev.bg {
 		e.fg++
 	}
-	if ev.at == e.now {
-		e.fifo = append(e.fifo, ev)
-		return
-	}
 	var slot int32
 	if n := len(e.free); n > 0 {
 		slot = e.free[n-1]
@@ -217,28 +225,6 @@ func (e *Engine) fifoFirst() bool {
 	}
 	f, h := &e.fifo[e.fhead], &e.queue[0]
 	return f.at < h.at || (f.at == h.at && f.seq < h.seq)
-}
-
-// next removes and returns the next event in (time, sequence) order.
-func (e *Engine) next() event {
-	if !e.fifoFirst() {
-		return e.pop()
-	}
-	return e.takeFifo()
-}
-
-// takeFifo removes and returns the fifo's head.
-func (e *Engine) takeFifo() event {
-	ev := e.fifo[e.fhead]
-	e.fifo[e.fhead] = event{}
-	e.fhead++
-	if e.fhead == len(e.fifo) {
-		e.fifo, e.fhead = e.fifo[:0], 0
-	}
-	if !ev.bg {
-		e.fg--
-	}
-	return ev
 }
 
 func (e *Engine) pop() event {
@@ -284,34 +270,26 @@ func (e *Engine) Pending() int { return len(e.queue) + len(e.fifo) - e.fhead }
 // NextAt is the time of the next event and whether there is one. Cancelled
 // timers at the head of the queue are discarded first.
 func (e *Engine) NextAt() (time.Duration, bool) {
-	ev := e.head()
-	if ev == nil {
-		return 0, false
-	}
-	return ev.at, true
+	return e.head()
 }
 
 // head discards cancelled timers at the head of the queue and returns the
-// next event (still queued), or nil when there is none.
-func (e *Engine) head() *event {
+// time of the next event (still queued) and whether there is one; headFifo
+// says where it is.
+func (e *Engine) head() (time.Duration, bool) {
 	for {
-		var ev *event
 		e.headFifo = e.fifoFirst()
-		switch {
-		case e.headFifo:
-			ev = &e.fifo[e.fhead]
-		case len(e.queue) > 0:
-			ev = &e.slots[e.queue[0].slot]
-		default:
-			return nil
+		if e.headFifo {
+			return e.fifo[e.fhead].at, true
 		}
-		if ev.kind == evStaleTimer {
-			if ev.timer.(StaleTimer).Stale() {
-				e.next()
-				continue
-			}
+		if len(e.queue) == 0 {
+			return 0, false
 		}
-		return ev
+		if ev := &e.slots[e.queue[0].slot]; ev.kind == evStaleTimer && ev.timer.(StaleTimer).Stale() {
+			e.pop()
+			continue
+		}
+		return e.queue[0].at, true
 	}
 }
 
@@ -342,18 +320,17 @@ func (e *Engine) pushNow(kind eventKind, dev *Device, ns *Netns, p *Packet) {
 	}
 	e.seq++
 	e.fg++
-	e.fifo = append(e.fifo, event{at: e.now, seq: e.seq, kind: kind, dev: dev, ns: ns, pkt: p})
+	e.fifo = append(e.fifo, nowEvent{at: e.now, seq: e.seq, kind: kind, dev: dev, ns: ns, pkt: p})
 }
 
-// fifoNext reports whether the fifo's head is a packet event (never a
-// cancelled timer) that runs next, before the heap's top, and is due by
-// until (until < 0: any time).
+// fifoNext reports whether the fifo's head runs next, before the heap's
+// top, and is due by until (until < 0: any time).
 func (e *Engine) fifoNext(until time.Duration) bool {
 	if e.fhead == len(e.fifo) {
 		return false
 	}
 	f := &e.fifo[e.fhead]
-	if f.kind >= evTimer || (until >= 0 && f.at > until) {
+	if until >= 0 && f.at > until {
 		return false
 	}
 	if len(e.queue) == 0 {
@@ -369,7 +346,7 @@ func (e *Engine) fifoNext(until time.Duration) bool {
 func (e *Engine) runFifo() {
 	f := &e.fifo[e.fhead]
 	kind, dev, ns, p, at := f.kind, f.dev, f.ns, f.pkt, f.at
-	*f = event{}
+	*f = nowEvent{}
 	e.fhead++
 	if e.fhead == len(e.fifo) {
 		e.fifo, e.fhead = e.fifo[:0], 0
@@ -409,7 +386,7 @@ func (e *Engine) Foreground() int { return e.fg }
 
 // Step runs the next event. It returns false when the queue is empty.
 func (e *Engine) Step() bool {
-	if e.head() == nil {
+	if _, ok := e.head(); !ok {
 		return false
 	}
 	e.run()
@@ -418,12 +395,11 @@ func (e *Engine) Step() bool {
 
 // run removes the next event, which head just found, and runs it.
 func (e *Engine) run() {
-	var ev event
 	if e.headFifo {
-		ev = e.takeFifo()
-	} else {
-		ev = e.pop()
+		e.runFifo()
+		return
 	}
+	ev := e.pop()
 	if ev.at > e.now {
 		e.now = ev.at
 	}
@@ -471,8 +447,8 @@ func (e *Engine) RunUntil(until time.Duration) error {
 			e.runFifo()
 			continue
 		}
-		ev := e.head()
-		if ev == nil || (until >= 0 && ev.at > until) || (until < 0 && e.fg == 0) {
+		at, ok := e.head()
+		if !ok || (until >= 0 && at > until) || (until < 0 && e.fg == 0) {
 			break
 		}
 		if n == limit {
