@@ -252,14 +252,15 @@ func (ns *Netns) deliver(w *Walk, dev *Device, p *Packet) {
 		if ns.owner.Deliver(w, dev, p) {
 			return
 		}
+		ip = p.IPv4()
 	}
 	switch ip.Protocol() {
 	case ProtoICMP:
 		ns.icmpReceive(w, dev, p)
 	case ProtoUDP:
-		ns.udpReceive(w, dev, p)
+		ns.udpReceive(w, dev, p, ip)
 	case ProtoTCP:
-		ns.tcpReceive(w, dev, p)
+		ns.tcpReceive(w, dev, p, ip)
 	case ProtoSCTP:
 		ns.sctpReceive(w, dev, p)
 	default:
@@ -444,9 +445,8 @@ func l4Checksum(ip header.IPv4, l4 []byte, proto tcpip.TransportProtocolNumber) 
 	return checksum.Checksum(l4, x)
 }
 
-func (ns *Netns) udpReceive(w *Walk, dev *Device, p *Packet) {
-	ip := p.IPv4()
-	l4 := p.L4()
+func (ns *Netns) udpReceive(w *Walk, dev *Device, p *Packet, ip header.IPv4) {
+	l4 := ip[ip.HeaderLength():]
 	if len(l4) < header.UDPMinimumSize || int(header.UDP(l4).Length()) != len(l4) {
 		ns.drop(w, p, dev, "udp", ReasonMalformed, (&FrameError{Layer: "udp", Reason: "length field does not match the IP payload"}).Error())
 		return
@@ -538,9 +538,8 @@ func (ns *Netns) sctpReceive(w *Walk, dev *Device, p *Packet) {
 	p.Release()
 }
 
-func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet) {
-	ip := p.IPv4()
-	l4 := p.L4()
+func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet, ip header.IPv4) {
+	l4 := ip[ip.HeaderLength():]
 	if len(l4) < header.TCPMinimumSize || int(header.TCP(l4).DataOffset()) < header.TCPMinimumSize || int(header.TCP(l4).DataOffset()) > len(l4) {
 		ns.drop(w, p, dev, "tcp", ReasonMalformed, (&FrameError{Layer: "tcp", Reason: "header shorter than its data offset"}).Error())
 		return
