@@ -227,21 +227,17 @@ func (e *Engine) fifoFirst() bool {
 	return f.at < h.at || (f.at == h.at && f.seq < h.seq)
 }
 
-func (e *Engine) pop() event {
+// popSlot removes the heap's top key and returns the slot of its event,
+// which the caller reads and then hands to release.
+func (e *Engine) popSlot() int32 {
 	q := e.queue
 	top := q[0].slot
-	ev := e.slots[top]
-	e.slots[top] = event{}
-	e.free = append(e.free, top)
 	n := len(q) - 1
 	last := q[n]
 	q = q[:n]
 	e.queue = q
-	if !ev.bg {
-		e.fg--
-	}
 	if n == 0 {
-		return ev
+		return top
 	}
 	i := 0
 	for {
@@ -260,7 +256,17 @@ func (e *Engine) pop() event {
 		i = m
 	}
 	q[i] = last
-	return ev
+	return top
+}
+
+// release clears slot s, whose event left the heap, and frees it.
+func (e *Engine) release(s int32) {
+	ev := &e.slots[s]
+	if !ev.bg {
+		e.fg--
+	}
+	*ev = event{}
+	e.free = append(e.free, s)
 }
 
 // Pending is the number of queued events (cancelled timers not yet
@@ -286,7 +292,7 @@ func (e *Engine) head() (time.Duration, bool) {
 			return 0, false
 		}
 		if ev := &e.slots[e.queue[0].slot]; ev.kind == evStaleTimer && ev.timer.(StaleTimer).Stale() {
-			e.pop()
+			e.release(e.popSlot())
 			continue
 		}
 		return e.queue[0].at, true
@@ -399,18 +405,21 @@ func (e *Engine) run() {
 		e.runFifo()
 		return
 	}
-	ev := e.pop()
-	if ev.at > e.now {
-		e.now = ev.at
+	slot := e.popSlot()
+	ev := &e.slots[slot]
+	at, kind, dev, ns, p, t := ev.at, ev.kind, ev.dev, ev.ns, ev.pkt, ev.timer
+	e.release(slot)
+	if at > e.now {
+		e.now = at
 	}
 	w := &e.walk
-	switch ev.kind {
+	switch kind {
 	case evRx:
-		ev.dev.receive(w, ev.pkt)
+		dev.receive(w, p)
 	case evOutput:
-		ev.ns.sendLocal(w, ev.pkt)
+		ns.sendLocal(w, p)
 	case evTimer, evStaleTimer:
-		ev.timer.Fire(w)
+		t.Fire(w)
 	}
 	w.rec = nil
 }
