@@ -178,16 +178,25 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		r, _ := kubeproxy.Generate(cfg, snap) // generated without error for another node
 		return r
 	}
+	// loaded ends a sync whose load returned err: the node keeps rules
+	// (nil: generated again when asked for) and the sync is recorded.
+	loaded := func(err error, rules *kubeproxy.Rules) error {
+		if err != nil {
+			return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
+		}
+		if rules != nil {
+			n.setProxyRules(rules, nil)
+		} else {
+			n.setProxyRules(nil, lazy)
+		}
+		p.succeeded(full, now, cleaned)
+		p.clearStale(cfg, snap, gen)
+		return nil
+	}
 	if gen != 0 && shareProxyRules && p.c.nodeIndependent(cfg, snap, gen) {
 		if cn := p.c.proxyCanonFor(cfg, snap, gen); cn != nil {
 			if ok, err := p.loadCanon(cn, cfg, full, clean); ok {
-				if err != nil {
-					return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
-				}
-				n.setProxyRules(nil, lazy)
-				p.succeeded(full, now, cleaned)
-				p.clearStale(cfg, snap, gen)
-				return nil
+				return loaded(err, nil)
 			}
 		}
 		var rules *kubeproxy.Rules
@@ -204,13 +213,7 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 			} else {
 				err = n.Netfilter.RestoreShared(sets[0], sets[1])
 			}
-			if err != nil {
-				return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
-			}
-			n.setProxyRules(nil, lazy)
-			p.succeeded(full, now, cleaned)
-			p.clearStale(cfg, snap, gen)
-			return nil
+			return loaded(err, nil)
 		}
 	}
 	cleaned = false
@@ -234,17 +237,10 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	} else {
 		err = n.Netfilter.Restore(rules.RestoreInputDeleting(stale), netfilter.RestoreOptions{Noflush: true, Counters: true})
 	}
-	if err != nil {
-		return fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
+	if !full {
+		rules = nil // kept only as a full sync's: a partial one's are regenerated when asked for
 	}
-	if full {
-		n.setProxyRules(rules, nil)
-	} else {
-		n.setProxyRules(nil, lazy)
-	}
-	p.succeeded(full, now, cleaned)
-	p.clearStale(cfg, snap, gen)
-	return nil
+	return loaded(err, rules)
 }
 
 // succeeded records a successful sync (full or partial) at now, and
