@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/sim/netstack"
 	"github.com/stretchr/testify/require"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
@@ -51,6 +52,17 @@ func segments(tr *trace.Trace) []string {
 	return out
 }
 
+// tracedToWeb2 is a world whose one web endpoint is web-2 (across
+// nodes from the client), the client's and web-2's stacks captured into
+// one trace, and the client's transport.
+func tracedToWeb2(t *testing.T) (*web, *trace.Trace, *netstack.Transport) {
+	w := newWeb(t, 1)
+	w.onlyWeb2(t)
+	tr := &trace.Trace{Capture: true}
+	w.client.Trace, w.web2.Trace = tr, tr
+	return w, tr, w.client.Transport()
+}
+
 // TestDelayedACK runs what a Go client and server did over real Linux
 // 6.18 sockets (two namespaces and a veth pair, captured with tcpdump):
 // four GETs on one kept-alive connection, 5 ms apart, then one after
@@ -66,11 +78,7 @@ func TestDelayedACK(t *testing.T) {
 	// in the package documentation): with more, the server's FIN may
 	// leave a little later in virtual time.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	w := newWeb(t, 1)
-	w.onlyWeb2(t)
-	tr := &trace.Trace{Capture: true}
-	w.client.Trace, w.web2.Trace = tr, tr
-	tp := w.client.Transport()
+	w, tr, tp := tracedToWeb2(t)
 	c := &http.Client{Transport: tp}
 	for i := range 4 {
 		resp, body := getBody(t, c, "http://10.111.80.136/")
@@ -159,11 +167,7 @@ func respOf(t *testing.T, tr *trace.Trace) []byte {
 // tcp_fin sends it in that state.
 func TestDelayedACKFresh(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	w := newWeb(t, 1)
-	w.onlyWeb2(t)
-	tr := &trace.Trace{Capture: true}
-	w.client.Trace, w.web2.Trace = tr, tr
-	tp := w.client.Transport()
+	w, tr, tp := tracedToWeb2(t)
 	tp.DisableKeepAlives()
 	resp, body := getBody(t, &http.Client{Transport: tp}, "http://10.111.80.136/")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
