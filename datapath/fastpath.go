@@ -252,7 +252,8 @@ type fastOp struct {
 type fastEntry struct {
 	dev        *Device
 	head, flen uint16
-	ipOK       bool // the walk validated the IPv4 header
+	ipOK       bool   // the walk validated the IPv4 header
+	ipSum      uint32 // with ipOK: the IPv4 header's words but the ID and checksum, summed (ipSumOf)
 	gen        uint64
 	stamp      uint64 // when recorded (fastTable.stamps)
 	deadline   time.Duration
@@ -534,6 +535,7 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	e.stamp = t.stamps
 	e.dev, e.head, e.flen, e.ipOK, e.gen, e.deadline = k.dev, k.head, k.flen, r.ipOK, r.gen, math.MaxInt64
 	e.hdr, e.mask, e.meta, e.out, e.ct = k.hdr, k.mask, k.meta, metaOf(p), p.CT.Entry
+	e.ipSum = ipSumOf(&k.hdr)
 	e.nss, e.devs, e.neighs, e.segs, e.vxs = e.nss[:0], e.devs[:0], e.neighs[:0], e.segs[:0], e.vxs[:0]
 	e.fx, e.adds, e.xf = e.fx[:0], e.adds[:0], e.xf[:0]
 	e.enc = r.enc
@@ -674,25 +676,31 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		e = t.slots[i^1]
 	}
 	now := w.e.now
-	if now >= e.deadline || (e.ipOK && !ipv4HeaderSumOK((*[20]byte)(b[EthHdrLen:]))) {
+	if now >= e.deadline || (e.ipOK && !ipv4SumOKFrom(e.ipSum, b)) {
 		return false, true
 	}
-	for i := range e.nss {
-		c := &e.nss[i]
+	// The loops run over local copies of the slices: the stores through
+	// the counters' pointers could otherwise alias the entry, and make
+	// every iteration load the slice again.
+	nss := e.nss
+	for i := range nss {
+		c := &nss[i]
 		if c.ns.Sysctl != c.sys || c.ns.Routes.Gen() != c.rgen {
 			return false, true
 		}
 	}
-	for i := range e.devs {
+	devs := e.devs
+	for i := range devs {
 		// Its state, stages and namespace change through methods that
 		// change the engine's cfgGen; these fields can be set directly.
-		c := &e.devs[i]
+		c := &devs[i]
 		if d := c.d; d.MTU != c.mtu || d.MAC != c.mac || d.Hairpin != c.hairpin {
 			return false, true
 		}
 	}
-	for i := range e.neighs {
-		c := &e.neighs[i]
+	neighs := e.neighs
+	for i := range neighs {
+		c := &neighs[i]
 		if n := c.e; n.removed || n.state != c.state || n.mac != c.mac {
 			return false, true
 		}
@@ -707,21 +715,24 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 			return false, true
 		}
 	}
-	for i := range e.fx {
-		if !e.fx[i].R.Valid(w, &e.fx[i]) {
+	fxs := e.fx
+	for i := range fxs {
+		if !fxs[i].R.Valid(w, &fxs[i]) {
 			return false, true
 		}
 	}
 	t.hits++
-	for i := range e.adds {
-		a := &e.adds[i]
+	adds := e.adds
+	for i := range adds {
+		a := &adds[i]
 		*a.a += a.x
 		*a.b += a.y
 	}
-	for i := range e.xf {
-		switch o := &e.xf[i]; o.kind {
+	xf := e.xf
+	for i := range xf {
+		switch o := &xf[i]; o.kind {
 		case fcStage:
-			fx := &e.fx[o.i]
+			fx := &fxs[o.i]
 			fx.R.Apply(w, p, fx)
 		case feMACs:
 			*(*[12]byte)(p.buf[p.head:]) = o.macs
@@ -744,6 +755,33 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		w.e.ScheduleRx(time.Duration(e.term.x), e.term.dev, p)
 	}
 	return true, false
+}
+
+// ipSumOf sums the 16-bit words of the IPv4 header (without options) in
+// a key's masked header, where the ID and checksum, which the key leaves
+// out, are zero: the part of the header's checksum test a frame that
+// matches the key shares with the recorded one.
+func ipSumOf(h *[fastHdrWords]uint64) uint32 {
+	var b [8 * fastHdrWords]byte
+	for i := range h {
+		binary.LittleEndian.PutUint64(b[8*i:], h[i])
+	}
+	var s uint32
+	for i := EthHdrLen; i < EthHdrLen+20; i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	return s
+}
+
+// ipv4SumOKFrom is ipv4HeaderSumOK for the IPv4 header of frame b (its
+// first 64 bytes), whose words but the ID and checksum sum to rest (as
+// ipSumOf): a frame matching a key differs from the recorded one, in its
+// header, only in those two words.
+func ipv4SumOKFrom(rest uint32, b *[8 * fastHdrWords]byte) bool {
+	s := rest + uint32(binary.BigEndian.Uint16(b[EthHdrLen+4:])) + uint32(binary.BigEndian.Uint16(b[EthHdrLen+10:]))
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return s == 0xffff
 }
 
 // ipv4HeaderSumOK reports whether an IPv4 header without options sums to

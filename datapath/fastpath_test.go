@@ -1,6 +1,7 @@
 package datapath_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/kubewalk/kubewalk/scenarios"
 	"github.com/kubewalk/kubewalk/sim/packet"
 	"github.com/stretchr/testify/require"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 )
 
 // fastWorld is one reference cluster of the fast path's equivalence test,
@@ -224,6 +226,24 @@ func TestFastPathEquivalence(t *testing.T) {
 				require.NoError(t, err)
 				if i%2 == 1 {
 					ip[10] ^= 0x40
+				}
+				p := w.r.World.Pool.Get()
+				p.SetIPPacket(ip)
+				w.r.Client.Netns.SendPacket(p)
+				require.NoError(t, w.r.World.Run())
+			}
+		}},
+		{"IPv4 IDs changed with and without their checksum among good packets", func(t *testing.T, w *fastWorld) {
+			// The replay sums only the ID and checksum onto the rest of the
+			// recorded header: a new ID with the old checksum is a bad
+			// header, a new ID with its checksum a good one.
+			for i := range 6 {
+				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 1 of a flow"))
+				require.NoError(t, err)
+				binary.BigEndian.PutUint16(ip[4:], binary.BigEndian.Uint16(ip[4:])+uint16(0x101*i))
+				if i%3 != 1 {
+					ip[10], ip[11] = 0, 0
+					binary.BigEndian.PutUint16(ip[10:], ^checksum.Checksum(ip[:20], 0))
 				}
 				p := w.r.World.Pool.Get()
 				p.SetIPPacket(ip)
