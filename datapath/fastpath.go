@@ -705,13 +705,18 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 			return false, true
 		}
 	}
-	for i := range e.segs {
-		if c := &e.segs[i]; c.seg.Latency != c.latency {
+	segs := e.segs
+	for i := range segs {
+		if c := &segs[i]; c.seg.Latency != c.latency {
 			return false, true
 		}
 	}
-	for i := range e.vxs {
-		if c := &e.vxs[i]; vxlanCheck(c.vx) != *c {
+	vxs := e.vxs
+	for i := range vxs {
+		// vxlanCheck(c.vx) != *c, field by field: inline, where the
+		// struct's comparison is a call.
+		c := &vxs[i]
+		if v := c.vx; v.VNI != c.vni || v.Port != c.port || v.SrcPortMin != c.portMin || v.SrcPortMax != c.portMax || v.Local != c.local {
 			return false, true
 		}
 	}

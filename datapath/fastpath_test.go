@@ -390,6 +390,14 @@ func TestFastPathEquivalence(t *testing.T) {
 			v.SrcPortMin, v.SrcPortMax = 32768, 60999
 		}),
 		udpX,
+		change("flannel.1's destination port set directly", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").VXLAN().Port++ }),
+		udpX,
+		change("flannel.1's destination port restored", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").VXLAN().Port-- }),
+		udpX,
+		change("flannel.1's VNI set directly", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").VXLAN().VNI++ }),
+		udpX,
+		change("flannel.1's VNI restored", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").VXLAN().VNI-- }),
+		udpX,
 		change("UDP without checksum across nodes, among datagrams with one", func(t *testing.T, w *fastWorld) {
 			for i := range 6 {
 				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web2.IP}, 42001, 9000, []byte("datagram 1 of a flow"))
