@@ -778,25 +778,13 @@ func ipSumOf(h *[fastHdrWords]uint64) uint32 {
 	return s
 }
 
-// ipv4SumOKFrom is ipv4HeaderSumOK for the IPv4 header of frame b (its
-// first 64 bytes), whose words but the ID and checksum sum to rest (as
-// ipSumOf): a frame matching a key differs from the recorded one, in its
-// header, only in those two words.
+// ipv4SumOKFrom reports whether the IPv4 header of frame b (its first 64
+// bytes) sums to 0xffff (its checksum is right), given rest, the sum of
+// its words but the ID and checksum (ipSumOf): a frame matching a key
+// differs from the recorded one, in its header, only in those two words.
 func ipv4SumOKFrom(rest uint32, b *[8 * fastHdrWords]byte) bool {
 	s := rest + uint32(binary.BigEndian.Uint16(b[EthHdrLen+4:])) + uint32(binary.BigEndian.Uint16(b[EthHdrLen+10:]))
 	s = s>>16 + s&0xffff
 	s = s>>16 + s&0xffff
 	return s == 0xffff
-}
-
-// ipv4HeaderSumOK reports whether an IPv4 header without options sums to
-// 0xffff (its checksum is right), as csum(h[:], 0) == 0xffff.
-func ipv4HeaderSumOK(h *[20]byte) bool {
-	s := uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
-		uint64(binary.BigEndian.Uint32(h[8:])) + uint64(binary.BigEndian.Uint32(h[12:])) +
-		uint64(binary.BigEndian.Uint32(h[16:]))
-	s = s>>32 + s&0xffffffff
-	s = s>>16 + s&0xffff
-	s = s>>16 + s&0xffff
-	return uint16(s+s>>16) == 0xffff
 }
