@@ -1169,7 +1169,7 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 	}
 	resolve := func(c *Chain) *Chain {
 		name := c.Name
-		if oc := t.chains[name]; oc == c && c.shared == nil {
+		if c.shared == nil && t.chains[name] == c {
 			if del[name] {
 				return nil
 			}
@@ -1242,14 +1242,13 @@ func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried m
 			views[nc] = &Chain{Name: nc.Name, rules: nc.rules, view: nc, ctr: v.ctr}
 		}
 	}
-	for _, c := range own {
-		if carried[c.Name] == c {
+	for i := range reach.jumps {
+		j := &reach.jumps[i]
+		if carried != nil && carried[j.in.Name] == j.in {
 			continue // its targets are resolved
 		}
-		for _, r := range c.rules {
-			if tc := r.target.chain; tc != nil {
-				r.target.chain = resolve(tc)
-			}
+		if rc := resolve(j.to); rc != j.to {
+			j.r.target.chain, j.to = rc, rc
 		}
 	}
 	t.chains, t.base, t.views, t.reach = own, s, views, reach
@@ -1340,9 +1339,22 @@ func (s *Shared) goneSince(b *Shared) []string {
 // jump depth) find in a namespace's own chains: the chains not its own
 // that their rules jump to, and those of them reached from a built-in
 // chain, with the hooks and the most nested jumps from which.
+//
+// jumps are the own chains' rules that jump to a chain, each with the
+// chain it jumps to (kept in step by commitLoad, the only writer of those
+// targets while the memo stands): a load rewrites the jumps whose target
+// it replaces, without reading the others' rules.
 type ownReach struct {
 	targets []string
 	reached []reached
+	jumps   []ownJump
+}
+
+// ownJump is one of ownReach's jumps: rule r of the own chain in, which
+// jumps to to.
+type ownJump struct {
+	in, to *Chain
+	r      *Rule
 }
 
 type reached struct {
@@ -1363,6 +1375,7 @@ func reachOf(t *Table, own map[string]*Chain, resolve func(*Chain) *Chain) (*own
 	for _, c := range own {
 		for _, r := range c.rules {
 			if tc := r.target.chain; tc != nil {
+				out.jumps = append(out.jumps, ownJump{in: c, to: tc, r: r})
 				rc := resolve(tc)
 				if rc == nil {
 					return nil, false
