@@ -1143,15 +1143,31 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 	}
 	// The namespace's own chains named like one of s are declared
 	// (flushed and written as s's), or the input could not be s's.
+	// (The names from the memoized checks when they stand: the node's
+	// map is not walked.)
 	ownChanged := false
-	for name, c := range t.chains {
+	clash := func(name string, builtin bool) bool {
 		if s.chains[name] != nil {
-			if c.Builtin || !d.declares(name) {
-				return nil, ErrNotLoaded
+			if builtin || !d.declares(name) {
+				return true
 			}
 			ownChanged = true
 		} else if del[name] {
 			ownChanged = true
+		}
+		return false
+	}
+	if r := t.reach; r != nil && len(r.chains) == len(t.chains) {
+		for _, oc := range r.chains {
+			if clash(oc.name, oc.builtin) {
+				return nil, ErrNotLoaded
+			}
+		}
+	} else {
+		for name, c := range t.chains {
+			if clash(name, c.Builtin) {
+				return nil, ErrNotLoaded
+			}
 		}
 	}
 	// The chains of the previous ruleset that s does not hold and the
@@ -1348,6 +1364,14 @@ type ownReach struct {
 	targets []string
 	reached []reached
 	jumps   []ownJump
+	chains  []ownChain // every own chain, built-in or not
+}
+
+// ownChain is one of ownReach's chains: its name, and whether it is a
+// built-in chain.
+type ownChain struct {
+	name    string
+	builtin bool
 }
 
 // ownJump is one of ownReach's jumps: rule r of the own chain in, which
@@ -1372,7 +1396,8 @@ func reachOf(t *Table, own map[string]*Chain, resolve func(*Chain) *Chain) (*own
 	seen := map[string]int{}
 	masks := map[*Chain]uint8{}
 	depths := map[*Chain]int{}
-	for _, c := range own {
+	for name, c := range own {
+		out.chains = append(out.chains, ownChain{name: name, builtin: c.Builtin})
 		for _, r := range c.rules {
 			if tc := r.target.chain; tc != nil {
 				out.jumps = append(out.jumps, ownJump{in: c, to: tc, r: r})
