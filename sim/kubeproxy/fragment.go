@@ -82,22 +82,8 @@ func (g *genContext) port(sp *svcPort, allEps []*endpoint) *portFrag {
 	usesClusterChain := len(clusterEps) > 0 && sp.usesClusterEndpoints()
 	usesLocalChain := len(localEps) > 0 && sp.usesLocalEndpoints()
 
-	internalChain := sp.svcChain
-	hasInternal := hasEndpoints
-	if sp.internalPolicyLocal {
-		internalChain = sp.svlChain
-		if len(localEps) == 0 {
-			hasInternal = false
-		}
-	}
-	externalPolicyChain := sp.svcChain
-	hasExternal := hasEndpoints
-	if sp.externalPolicyLocal {
-		externalPolicyChain = sp.svlChain
-		if len(localEps) == 0 {
-			hasExternal = false
-		}
-	}
+	internalChain, hasInternal := policyChain(sp.internalPolicyLocal, sp.svcChain, sp.svlChain, hasEndpoints, len(localEps))
+	externalPolicyChain, hasExternal := policyChain(sp.externalPolicyLocal, sp.svcChain, sp.svlChain, hasEndpoints, len(localEps))
 	extChain := sp.extChain
 	usesExtChain := hasEndpoints && sp.externallyAccessible()
 	lbChain := extChain

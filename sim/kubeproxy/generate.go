@@ -65,6 +65,17 @@ func (sp *svcPort) usesLocalEndpoints() bool {
 	return sp.internalPolicyLocal || (sp.externallyAccessible() && sp.externalPolicyLocal)
 }
 
+// policyChain is where traffic under one of the port's traffic policies
+// goes (kube-proxy's internalPolicyChain and externalPolicyChain): the
+// cluster chain, or under a Local policy the local chain, and whether it
+// has endpoints (under Local, only those on this node count).
+func policyChain(local bool, clusterChain, localChain string, hasEndpoints bool, localEps int) (string, bool) {
+	if local {
+		return localChain, hasEndpoints && localEps > 0
+	}
+	return clusterChain, hasEndpoints
+}
+
 // Verdict is what kube-proxy's filter rules do with traffic to a service
 // address that has no usable endpoint.
 type Verdict string

@@ -385,22 +385,8 @@ func generateNFT(cfg *Config, ports []*svcPort, epMap map[svcPortKey][]*endpoint
 		if usesLocal {
 			ensure(localChain)
 		}
-		internalChain := clusterChain
-		hasInternal := hasEndpoints
-		if sp.internalPolicyLocal {
-			internalChain = localChain
-			if len(localEps) == 0 {
-				hasInternal = false
-			}
-		}
-		externalPolicyChain := clusterChain
-		hasExternal := hasEndpoints
-		if sp.externalPolicyLocal {
-			externalPolicyChain = localChain
-			if len(localEps) == 0 {
-				hasExternal = false
-			}
-		}
+		internalChain, hasInternal := policyChain(sp.internalPolicyLocal, clusterChain, localChain, hasEndpoints, len(localEps))
+		externalPolicyChain, hasExternal := policyChain(sp.externalPolicyLocal, clusterChain, localChain, hasEndpoints, len(localEps))
 		usesExt := hasEndpoints && sp.externallyAccessible()
 		if usesExt {
 			ensure(extChain)
