@@ -42,6 +42,7 @@ type EndpointSlices struct {
 func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSlices {
 	c := &EndpointSlices{api: api, members: map[string][]string{}}
 	c.Queue = NewQueue(eng, "endpointslice-controller", 0, c.reconcile)
+	api.AddIndex("Service", indexSelector, selectorIndex)
 	api.WatchReadOnly("Service", func(ev watch.Event) {
 		s := ev.Object.(*corev1.Service)
 		c.Queue.Add(Key(s.Namespace, s.Name))
@@ -55,11 +56,8 @@ func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSli
 		if ev.Type == watch.Deleted {
 			return
 		}
-		for _, o := range api.PeekByIndexFunc("Service", apiserver.IndexNamespace, p.Namespace, func(o apiserver.Object) bool {
-			s := o.(*corev1.Service)
-			return len(s.Spec.Selector) > 0 && labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels))
-		}) {
-			c.Queue.Add(Key(o.GetNamespace(), o.GetName()))
+		for _, k := range selecting(api, p) {
+			c.Queue.Add(k)
 		}
 	})
 	api.WatchReadOnly("EndpointSlice", func(ev watch.Event) {
@@ -69,6 +67,44 @@ func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSli
 		}
 	})
 	return c
+}
+
+// indexSelector is the controller's index of Services by selector: a
+// Service with one is found under "<namespace>/<key>=<value>" of its
+// selector's first key, so the Services a pod may match are found under
+// the pod's labels, each once, without a scan of every Service (a
+// client-go indexer the controller registers on its informer).
+const indexSelector = "endpointslice-selector"
+
+// selectorIndex is the indexSelector index function.
+func selectorIndex(o apiserver.Object) []string {
+	sel := o.(*corev1.Service).Spec.Selector
+	if len(sel) == 0 {
+		return nil
+	}
+	first := ""
+	for k := range sel {
+		if first == "" || k < first {
+			first = k
+		}
+	}
+	return []string{o.GetNamespace() + "/" + first + "=" + sel[first]}
+}
+
+// selecting returns the keys of the Services whose selector pod p
+// matches, sorted: those indexed under one of its labels whose whole
+// selector matches (what a scan of the namespace's Services finds).
+func selecting(api *apiserver.Server, p *corev1.Pod) []string {
+	var keys []string
+	for k, v := range p.Labels {
+		for _, o := range api.PeekByIndexFunc("Service", indexSelector, p.Namespace+"/"+k+"="+v, func(o apiserver.Object) bool {
+			return labels.SelectorFromValidatedSet(o.(*corev1.Service).Spec.Selector).Matches(labels.Set(p.Labels))
+		}) {
+			keys = append(keys, Key(o.GetNamespace(), o.GetName()))
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 type portSet struct {
