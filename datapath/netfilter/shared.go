@@ -1232,12 +1232,21 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 			own[name] = c
 		}
 	}
-	reach := t.reach
-	if reach == nil || rebuilt {
+	reach, inc := t.reach, false
+	if reach != nil && rebuilt && !ownChanged {
+		reach = reach.withCarried(carried, own, resolve)
+		inc = reach != nil
+	} else if rebuilt {
+		reach = nil
+	}
+	if reach == nil {
 		var ok bool
 		if reach, ok = reachOf(t, own, resolve); !ok {
 			return nil, ErrNotLoaded
 		}
+	}
+	if checkReach != nil {
+		checkReach(t, reach, inc, own, resolve)
 	}
 	if !reach.fits(s, own) {
 		return nil, ErrNotLoaded
@@ -1451,6 +1460,55 @@ func reachOf(t *Table, own map[string]*Chain, resolve func(*Chain) *Chain) (*own
 	}
 	return out, true
 }
+
+// withCarried is reachOf(t, own, resolve) when own is the chains r was
+// computed for plus the chains carried, and no chain r knows jumps to a
+// carried one: the carried chains are reached from no built-in chain (a
+// shared chain jumps only to chains of its ruleset), so they add their
+// names, their jumps and their targets, and nothing to what the hooks
+// reach. nil when that does not hold (the caller computes it in full).
+// A load that carries a stale chain (kube-proxy's large-cluster mode
+// leaving it until the next cleanup) then costs the chains carried, not
+// a walk of the namespace's chains.
+func (r *ownReach) withCarried(carried, own map[string]*Chain, resolve func(*Chain) *Chain) *ownReach {
+	if len(r.chains)+len(carried) != len(own) {
+		return nil
+	}
+	for i := range r.jumps {
+		if carried[r.jumps[i].to.Name] != nil {
+			return nil
+		}
+	}
+	out := &ownReach{
+		targets: slices.Clone(r.targets),
+		reached: r.reached, // never written: a new reach replaces it
+		jumps:   slices.Clone(r.jumps),
+		chains:  slices.Clone(r.chains),
+	}
+	for _, name := range slices.Sorted(maps.Keys(carried)) {
+		c := carried[name]
+		out.chains = append(out.chains, ownChain{name: name})
+		for _, rl := range c.rules {
+			tc := rl.target.chain
+			if tc == nil {
+				continue
+			}
+			out.jumps = append(out.jumps, ownJump{in: c, to: tc, r: rl})
+			rc := resolve(tc)
+			if rc == nil {
+				return nil
+			}
+			if own[rc.Name] != rc && !slices.Contains(out.targets, rc.Name) {
+				out.targets = append(out.targets, rc.Name)
+			}
+		}
+	}
+	return out
+}
+
+// checkReach, set by tests, is called with every reach planLoad uses
+// (inc: made by withCarried), to compare it with reachOf's.
+var checkReach func(t *Table, r *ownReach, inc bool, own map[string]*Chain, resolve func(*Chain) *Chain)
 
 // fits reports whether the chains of s the own chains jump to exist (in
 // s or among own) and accept being reached as they are.

@@ -592,3 +592,41 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 	// its own until the endpoint came back.
 	assert.Contains(t, nodes[2].sh.nf.Save(SaveOptions{}), ":KUBE-SEP-2 ")
 }
+
+// reachKey renders an ownReach in an order of its own, to compare two.
+func reachKey(r *ownReach) string {
+	var out []string
+	for _, x := range r.targets {
+		out = append(out, "target "+x)
+	}
+	for _, x := range r.reached {
+		out = append(out, fmt.Sprintf("reached %s %d %d", x.name, x.hooks, x.depth))
+	}
+	for _, j := range r.jumps {
+		out = append(out, fmt.Sprintf("jump %s %p -> %s %p", j.in.Name, j.r, j.to.Name, j.to))
+	}
+	for _, c := range r.chains {
+		out = append(out, fmt.Sprintf("chain %s %v", c.name, c.builtin))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "\n")
+}
+
+// TestLoadSharedCarriedReachIsReachOf runs TestLoadSharedEqualsRestore
+// checking every memoized reach LoadShared uses against the one reachOf
+// computes, and that a load carrying stale chains extended the reach
+// rather than walking the chains again.
+func TestLoadSharedCarriedReachIsReachOf(t *testing.T) {
+	inc := 0
+	checkReach = func(tb *Table, r *ownReach, incremental bool, own map[string]*Chain, resolve func(*Chain) *Chain) {
+		want, ok := reachOf(tb, own, resolve)
+		require.True(t, ok)
+		assert.Equal(t, reachKey(want), reachKey(r))
+		if incremental {
+			inc++
+		}
+	}
+	defer func() { checkReach = nil }()
+	TestLoadSharedEqualsRestore(t)
+	assert.Positive(t, inc, "loads that extended the reach with carried chains")
+}
