@@ -230,6 +230,13 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 	// the control plane spreads over virtual time); then kube-proxy's
 	// full sync on every node with nothing changed.
 	runtime.GC()
+	if f := os.Getenv("SCALE_CHANGE_PROFILE"); f != "" {
+		if pf, err := os.Create(f); err == nil {
+			pprof.StopCPUProfile()
+			_ = pprof.StartCPUProfile(pf)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	t0, c0 := time.Now(), cpuTime()
 	// The pod is an endpoint: the first of the group the last Service
 	// selects.
@@ -241,6 +248,9 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 		return err
 	}
 	change := time.Since(t0)
+	if os.Getenv("SCALE_CHANGE_PROFILE") != "" {
+		pprof.StopCPUProfile()
+	}
 	cpuChange := cpuTime() - c0
 	runtime.GC()
 	t0, c0 = time.Now(), cpuTime()
