@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +177,55 @@ func TestPodDefaultsShared(t *testing.T) {
 	require.Equal(t, int64(300), *b.Spec.Tolerations[0].TolerationSeconds)
 	require.Nil(t, b.Spec.SecurityContext.RunAsUser)
 	require.Equal(t, int64(30), podDefaults.grace, "the shared defaults are left alone")
+	// The two default tolerations are one slice every such pod shares,
+	// full, so that an append copies it.
+	require.Same(t, &podDefaults.tolerations[0], &b.Spec.Tolerations[0], "shared")
+	require.Equal(t, len(b.Spec.Tolerations), cap(b.Spec.Tolerations))
+	require.Len(t, podDefaults.tolerations, 2)
+	require.Equal(t, int64(300), *podDefaults.tolerations[0].TolerationSeconds)
+	// A pod with a toleration of its own gets the defaults after it, in
+	// its own slice.
+	_, err = s.Create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c:1"}}, Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}}})
+	require.NoError(t, err)
+	o, _ = s.Peek("Pod", "default", "c")
+	tol := o.(*corev1.Pod).Spec.Tolerations
+	require.Len(t, tol, 3)
+	require.Equal(t, "k", tol[0].Key)
+	require.Equal(t, corev1.TaintNodeUnreachable, tol[2].Key)
+	require.Len(t, podDefaults.tolerations, 2)
+}
+
+// Events recorded about one object at one instant are named
+// "<object>.<now in ns, hex>", then with a "0" appended per name taken, as
+// before; each is stored under "<namespace>/<name>" and found by it.
+func TestEventNamesAtOneInstant(t *testing.T) {
+	s, err := New(Config{}, func() time.Time { return Epoch.Add(5 * time.Second) }, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	_, err = s.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}})
+	require.NoError(t, err)
+	p, err := s.Create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}})
+	require.NoError(t, err)
+	for _, reason := range []string{"Pulled", "Created", "Started", "Pulled"} {
+		s.Record(p, "kubelet", corev1.EventTypeNormal, reason, "m")
+	}
+	base := "web." + strconv.FormatInt(Epoch.Add(5*time.Second).UnixNano(), 16)
+	var names []string
+	for _, o := range s.List("Event", "shop") {
+		ev := o.(*corev1.Event)
+		names = append(names, ev.Name+" "+ev.Reason+" "+strconv.Itoa(int(ev.Count)))
+		got, ok := s.Peek("Event", "shop", ev.Name)
+		require.True(t, ok, ev.Name)
+		require.Equal(t, ev.Name, got.GetName())
+	}
+	require.Equal(t, []string{base + " Pulled 2", base + "0 Created 1", base + "00 Started 1"}, names)
+}
+
+func TestIsKey(t *testing.T) {
+	for _, tc := range []struct {
+		k, ns, name string
+	}{{"a/b", "a", "b"}, {"/b", "", "b"}, {"a/", "a", ""}, {"ab/c", "a", "b/c"}, {"a/bc", "a", "b"}, {"", "", ""}, {"a/b", "a/b", ""}, {"x/b", "a", "b"}, {"a/x", "a", "b"}, {"a.b", "a", "b"}} {
+		require.Equal(t, key(tc.ns, tc.name) == tc.k, isKey(tc.k, tc.ns, tc.name), "%q %q %q", tc.k, tc.ns, tc.name)
+	}
 }

@@ -134,6 +134,11 @@ func (s *Server) ResourceVersion() string { return strconv.FormatUint(s.rev, 10)
 
 func key(ns, name string) string { return ns + "/" + name }
 
+// isKey reports whether k is key(ns, name), without making that key.
+func isKey(k, ns, name string) bool {
+	return len(k) == len(ns)+1+len(name) && k[:len(ns)] == ns && k[len(ns)] == '/' && k[len(ns)+1:] == name
+}
+
 func (s *Server) kind(name string) (Kind, error) {
 	k, ok := LookupKind(name)
 	if !ok {
@@ -297,6 +302,13 @@ func (s *Server) create(obj Object, result bool) (Object, error) {
 // object is stored under: the store's own string, for a caller that keeps
 // the key (the event correlator) without making another.
 func (s *Server) createKeyed(obj Object, result bool) (Object, string, error) {
+	return s.createAt(obj, result, "")
+}
+
+// createAt is createKeyed for an object whose key the caller made (its
+// namespace and name set, neither to be defaulted or generated), so that
+// the store keeps that string; "" makes it here.
+func (s *Server) createAt(obj Object, result bool, kk string) (Object, string, error) {
 	kind := KindOf(obj)
 	k, err := s.kind(kind)
 	if err != nil {
@@ -332,7 +344,9 @@ func (s *Server) createKeyed(obj Object, result bool) (Object, string, error) {
 				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", obj.GetNamespace()))
 		}
 	}
-	kk := key(obj.GetNamespace(), obj.GetName())
+	if !isKey(kk, obj.GetNamespace(), obj.GetName()) {
+		kk = key(obj.GetNamespace(), obj.GetName())
+	}
 	if _, ok := s.objs[kind][kk]; ok {
 		return nil, "", apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
 	}

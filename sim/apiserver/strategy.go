@@ -498,7 +498,19 @@ var podDefaults = struct {
 	grace, tolerationSeconds int64
 	serviceLinks             bool
 	securityContext          corev1.PodSecurityContext
+	// tolerations are the two the admission plugin adds to a pod that
+	// has none: the slice itself is shared (full, so that an append
+	// anywhere copies it).
+	tolerations []corev1.Toleration
 }{grace: 30, tolerationSeconds: 300, serviceLinks: true}
+
+func init() {
+	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		podDefaults.tolerations = append(podDefaults.tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
+			Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &podDefaults.tolerationSeconds})
+	}
+	podDefaults.tolerations = slices.Clip(podDefaults.tolerations)
+}
 
 func defaultPod(sp *corev1.PodSpec) {
 	sp.RestartPolicy = cmp.Or(sp.RestartPolicy, corev1.RestartPolicyAlways)
@@ -531,6 +543,10 @@ func defaultPod(sp *corev1.PodSpec) {
 	}
 	// DefaultTolerationSeconds admission plugin: 300 s for not-ready and
 	// unreachable unless the pod tolerates them already.
+	if len(sp.Tolerations) == 0 {
+		sp.Tolerations = podDefaults.tolerations
+		return
+	}
 	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
 		found := false
 		for _, t := range sp.Tolerations {

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -91,34 +90,29 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		}
 	}
 	k, _ := LookupKind(kind)
-	// The name is "<object>.<now in ns, hex>", made in the scratch buffer:
-	// one string.
-	s.keyBuf = strconv.AppendInt(append(append(s.keyBuf[:0], obj.GetName()...), '.'), s.Now().UnixNano(), 16)
+	// The name is "<object>.<now in ns, hex>" and the key it is stored
+	// under "<namespace>/<name>": the key is made in the scratch buffer,
+	// probed there (looking a map up by string(bytes) makes no string),
+	// made one string, and the name is its tail.
+	b := append(append(s.keyBuf[:0], ns...), '/')
+	b = strconv.AppendInt(append(append(b, obj.GetName()...), '.'), s.Now().UnixNano(), 16)
+	for {
+		if _, taken := s.objs["Event"][string(b)]; !taken {
+			break
+		}
+		b = append(b, '0')
+	}
+	s.keyBuf = b
+	kk := string(b)
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: string(s.keyBuf)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kk[len(ns)+1:]},
 		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
 			UID: obj.GetUID(), APIVersion: k.GV.String(), ResourceVersion: obj.GetResourceVersion()},
 		Reason: reason, Message: message, Type: eventType,
 		Source:         corev1.EventSource{Component: component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	// The key probed in a scratch buffer: looking a map up by
-	// string(bytes) makes no string.
-	b := append(append(append(s.keyBuf[:0], ns...), '/'), ev.Name...)
-	zeros := 0
-	for {
-		if _, taken := s.objs["Event"][string(b)]; !taken {
-			break
-		}
-		b = append(b, '0')
-		zeros++
-	}
-	s.keyBuf = b
-	if zeros > 0 {
-		ev.Name += strings.Repeat("0", zeros)
-	}
-	_, kk, err := s.createKeyed(ev, false)
-	if err != nil {
+	if _, _, err := s.createAt(ev, false, kk); err != nil {
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
 	s.events.set(dk, kk)
