@@ -148,6 +148,10 @@ type Cluster struct {
 	cidrs           *nodeipam.CIDRSet
 	nextCID         int
 
+	// lastStart is what the pods started at the last instant a kubelet
+	// started one share (kubeletStarts).
+	lastStart *kubeletStart
+
 	// proxyTrack is kube-proxy's state between syncs for the rules every
 	// node shares (sim/proxy_load.go).
 	proxyTrack *proxyTrack
@@ -309,6 +313,10 @@ type Node struct {
 	// status.hostIP (ipTextOf: the address it was made from).
 	ipText   string
 	ipTextOf netip.Addr
+	// hostIPList is status.hostIPs of its pods, made from ipText: one
+	// slice shared by every pod's status (a stored object is never
+	// modified, and every copy handed out is deep).
+	hostIPList []corev1.HostIP
 }
 
 // internalIPString is InternalIP.String(), made once while it does not
@@ -318,6 +326,39 @@ func (n *Node) internalIPString() string {
 		n.ipText, n.ipTextOf = n.InternalIP.String(), n.InternalIP
 	}
 	return n.ipText
+}
+
+// hostIPs is status.hostIPs of the node's pods ([{ip: InternalIP}]),
+// made once while InternalIP does not change.
+func (n *Node) hostIPs() []corev1.HostIP {
+	ip := n.internalIPString()
+	if len(n.hostIPList) != 1 || n.hostIPList[0].IP != ip {
+		n.hostIPList = []corev1.HostIP{{IP: ip}}
+	}
+	return n.hostIPList[:1:1]
+}
+
+// containerStarted is the value every running container's
+// status.started points to (true): one, shared by every pod's status.
+var containerStarted = true
+
+// kubeletStart is what the pods the kubelets start at one instant share
+// in their status: status.startTime and a running container's state
+// (startedAt) point here.
+type kubeletStart struct {
+	time    metav1.Time
+	running corev1.ContainerStateRunning
+}
+
+// kubeletStarts returns the kubeletStart of now, made once for all the
+// pods started at this instant (a wave of pods starts at one).
+func (c *Cluster) kubeletStarts() *kubeletStart {
+	now := c.API.Now()
+	if c.lastStart == nil || c.lastStart.time.Time != now {
+		t := metav1.NewTime(now)
+		c.lastStart = &kubeletStart{time: t, running: corev1.ContainerStateRunning{StartedAt: t}}
+	}
+	return c.lastStart
 }
 
 // Pods returns the node's pods in creation order.
@@ -540,9 +581,10 @@ type Pod struct {
 	ContainerID string
 	// HostVeth is the node-side veth (vethXXXXXXXX), a port of cni0.
 	HostVeth *datapath.Device
-	// Object is the v1.Pod the kubelet started it from: the API server's
-	// stored object as it was then, shared with the store (read it, do
-	// not modify it).
+	// Object is the v1.Pod as the kubelet wrote it when the pod started
+	// (status Running, its IPs): the API server's stored object as it was
+	// then, shared with the store (read it, do not modify it). The
+	// Pending object the pod was created as is not kept.
 	Object *corev1.Pod
 }
 
@@ -568,8 +610,12 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 	if c.Pod(spec.Namespace, spec.Name) != nil {
 		return nil, &ConfigError{Object: obj, Msg: "already exists"}
 	}
-	if spec.Node != "" && c.Node(spec.Node) == nil {
-		return nil, &ConfigError{Object: obj, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
+	if spec.Node != "" {
+		n := c.Node(spec.Node)
+		if n == nil {
+			return nil, &ConfigError{Object: obj, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
+		}
+		spec.Node = n.Name // the node's own string, not one per pod
 	}
 	if _, ok := c.API.Peek("Namespace", "", spec.Namespace); !ok {
 		if _, err := c.API.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Namespace}}); err != nil {
@@ -622,8 +668,12 @@ func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
 			return nil, &ConfigError{Object: "pod " + k, Msg: "already exists"}
 		}
 		seen[k] = true
-		if spec.Node != "" && c.Node(spec.Node) == nil {
-			return nil, &ConfigError{Object: "pod " + k, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
+		if spec.Node != "" {
+			n := c.Node(spec.Node)
+			if n == nil {
+				return nil, &ConfigError{Object: "pod " + k, Field: "spec.nodeName", Msg: fmt.Sprintf("node %q does not exist", spec.Node)}
+			}
+			spec.Node = n.Name // the node's own string, not one per pod
 		}
 	}
 	for _, spec := range specs {
@@ -670,11 +720,12 @@ func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
 func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 	c.nextCID++
 	p := &Pod{Spec: spec, Node: n, ContainerID: containerID(uint64(c.nextCID) * 0x9e3779b97f4a7c15), Object: obj}
+	name := p.Name() // the sandbox's name and podByName's key: one string
 	if spec.HostNetwork {
 		p.Netns = n.Host
 		p.IP = n.InternalIP
 	} else {
-		p.Netns = c.World.NewNetns(n.Name, spec.Namespace+"/"+spec.Name)
+		p.Netns = c.World.NewNetns(n.Name, name)
 		mtu := 1500
 		if n.Flannel != nil {
 			mtu = n.Flannel.VTEP.MTU
@@ -712,7 +763,7 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 	if c.podByName == nil {
 		c.podByName = map[string]*Pod{}
 	}
-	c.podByName[p.Name()] = p
+	c.podByName[name] = p
 	n.pods = append(n.pods, p)
 	return p, nil
 }

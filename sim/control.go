@@ -513,7 +513,8 @@ type textKey struct {
 }
 
 func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
-	now := metav1.NewTime(c.API.Now())
+	st0 := c.kubeletStarts()
+	now := st0.time
 	// A status write keeps everything but the status from the stored
 	// object, and neither the server nor anyone else modifies the parts
 	// shared with it: only the status is copied.
@@ -523,24 +524,30 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	st.PodIP = p.IP.String()
 	st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
 	st.HostIP = p.Node.internalIPString()
-	st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}
+	st.HostIPs = p.Node.hostIPs()
 	st.QOSClass = corev1.PodQOSBestEffort
 	if st.StartTime == nil {
-		st.StartTime = &now
+		st.StartTime = &st0.time
 	}
-	st.ContainerStatuses = nil
-	started := true
+	st.ContainerStatuses = make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
 	for i, ct := range pod.Spec.Containers {
-		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Image: ct.Image, Ready: true, Started: &started,
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Image: ct.Image, Ready: true, Started: &containerStarted,
 			ImageID:     c.text(textImageID, ct.Image),
 			ContainerID: "containerd://" + p.ContainerID[:62] + hex2(i),
-			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+			State:       corev1.ContainerState{Running: &st0.running}})
 	}
 	st.Conditions = slices.Grow(st.Conditions, 5) // the five conditions below, in one allocation
 	for _, t := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
 		controller.SetPodCondition(up, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
 	}
-	_ = c.API.WriteStatus(up)
+	if c.API.WriteStatus(up) == nil {
+		// Pod.Object is the object as written now (the server keeps up,
+		// or a copy of it when it shares nothing): the Pending object it
+		// replaces is let go.
+		if o, ok := c.API.Peek("Pod", pod.Namespace, pod.Name); ok {
+			p.Object = o.(*corev1.Pod)
+		}
+	}
 	for _, ct := range pod.Spec.Containers {
 		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Pulled", c.text(textPulled, ct.Image))
 		c.API.Record(pod, "kubelet", corev1.EventTypeNormal, "Created", c.text(textCreated, ct.Name))

@@ -3,7 +3,10 @@ package sim
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/stretchr/testify/assert"
@@ -122,4 +125,52 @@ func TestAddPods(t *testing.T) {
 	require.Nil(t, c.Pod("shop", "clash"))
 	_, stored := c.API.Peek("Pod", "shop", "clash")
 	require.False(t, stored, "deleted again")
+}
+
+// Pod.Object is the stored object as the kubelet wrote it when the pod
+// started (Running, its IP), not the Pending one it was created as; the
+// pods a wave starts share their start time, running state, started flag
+// and hostIPs (one each, not one per pod), and a copy handed out is the
+// caller's own.
+func TestPodObjectIsTheRunningPod(t *testing.T) {
+	c, _, _ := twoPods(t, false)
+	web := []Container{{Name: "web", Ports: []ContainerPort{{Name: "http", ContainerPort: 80}}}}
+	node := strings.Clone("n1") // a string of the caller's own
+	pods, err := c.AddPods([]PodSpec{{Namespace: "shop", Name: "a", Node: node, Containers: web}, {Namespace: "shop", Name: "b", Node: node, Containers: web}})
+	require.NoError(t, err)
+	var st []*corev1.PodStatus
+	for _, p := range pods {
+		o, ok := c.API.Peek("Pod", "shop", p.Spec.Name)
+		require.True(t, ok)
+		require.Same(t, o, p.Object, "the stored object")
+		require.Equal(t, corev1.PodRunning, p.Object.Status.Phase)
+		require.Equal(t, p.IP.String(), p.Object.Status.PodIP)
+		require.Equal(t, []corev1.HostIP{{IP: "192.168.1.11"}}, p.Object.Status.HostIPs)
+		require.Equal(t, p.Object.Status.StartTime.Time, p.Object.Status.ContainerStatuses[0].State.Running.StartedAt.Time)
+		require.True(t, *p.Object.Status.ContainerStatuses[0].Started)
+		require.Equal(t, unsafe.StringData(c.Node("n1").Name), unsafe.StringData(p.Spec.Node), "the node's own name")
+		require.Equal(t, unsafe.StringData(c.Node("n1").Name), unsafe.StringData(p.Object.Spec.NodeName))
+		st = append(st, &p.Object.Status)
+	}
+	require.Same(t, st[0].StartTime, st[1].StartTime)
+	require.Same(t, st[0].ContainerStatuses[0].State.Running, st[1].ContainerStatuses[0].State.Running)
+	require.Same(t, st[0].ContainerStatuses[0].Started, st[1].ContainerStatuses[0].Started)
+	require.Same(t, &st[0].HostIPs[0], &st[1].HostIPs[0])
+	require.Equal(t, len(st[0].HostIPs), cap(st[0].HostIPs), "full: an append copies")
+
+	o, err := c.API.Get("Pod", "shop", "a")
+	require.NoError(t, err)
+	a := o.(*corev1.Pod)
+	a.Status.StartTime.Time = a.Status.StartTime.Add(time.Hour)
+	*a.Status.ContainerStatuses[0].Started = false
+	a.Status.HostIPs[0].IP = "10.0.0.1"
+	require.Equal(t, pods[1].Object.Status.StartTime.Time, pods[1].Object.Status.ContainerStatuses[0].State.Running.StartedAt.Time)
+	require.True(t, *pods[1].Object.Status.ContainerStatuses[0].Started)
+	require.Equal(t, "192.168.1.11", pods[1].Object.Status.HostIPs[0].IP)
+
+	// A pod started later has a start time of its own.
+	require.NoError(t, c.RunFor(time.Second))
+	later, err := c.AddPod(PodSpec{Namespace: "shop", Name: "c", Node: "n1", Containers: web})
+	require.NoError(t, err)
+	require.True(t, later.Object.Status.StartTime.After(st[0].StartTime.Time))
 }
