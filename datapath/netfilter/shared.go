@@ -63,6 +63,7 @@ type Shared struct {
 	lineage  *delta
 	verified map[uint64]unsafe.Pointer
 	gone     map[uint64][]string
+	swapped  map[uint64]map[string]bool // swappedSince's memo
 }
 
 // delta is what one ruleset changed of the one it was patched from: the
@@ -71,6 +72,11 @@ type Shared struct {
 type delta struct {
 	id      uint64
 	changed []string
+	// swapped are the chains whose compiled chain is another than the
+	// parent's (changed, deleted, new, or copied with their jumps
+	// rewritten): every other chain of the ruleset is the parent's very
+	// chain.
+	swapped []string
 	parent  *delta
 }
 
@@ -304,7 +310,7 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	if v := sameAs(table, prev, like, input, declared, lines, deleted, simple); v != nil {
 		sharedIDs++
 		v.id = sharedIDs
-		v.lineage = extendLineage(v.id, v.lineage, nil)
+		v.lineage = extendLineage(v.id, v.lineage, nil, nil)
 		return v, nil
 	}
 	if like == prev && simple {
@@ -996,18 +1002,25 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	for name := range deleted {
 		diff = append(diff, name)
 	}
-	s.lineage = extendLineage(s.id, prev.lineage, diff)
+	swapped := slices.Collect(maps.Keys(repl))
+	for name := range deleted {
+		swapped = append(swapped, name)
+	}
+	s.lineage = extendLineage(s.id, prev.lineage, diff, swapped)
 	return s
 }
 
 // extendLineage returns the delta of ruleset id, changing the chains
 // named in changed of the one parent describes (nil: none known), and
 // lets go of the deltas more than maxLineage back.
-func extendLineage(id uint64, parent *delta, changed []string) *delta {
+func extendLineage(id uint64, parent *delta, changed, swapped []string) *delta {
 	for i, name := range changed {
 		changed[i] = strings.Clone(name) // not a piece of the input
 	}
-	d := &delta{id: id, changed: changed, parent: parent}
+	for i, name := range swapped {
+		swapped[i] = strings.Clone(name)
+	}
+	d := &delta{id: id, changed: changed, swapped: swapped, parent: parent}
 	l := d
 	for i := 0; l != nil && i < maxLineage; i++ {
 		l = l.parent
@@ -1157,7 +1170,26 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 		}
 		return false
 	}
-	if r := t.reach; r != nil && len(r.chains) == len(t.chains) {
+	// When the memoized checks stand, no own chain is named like one of
+	// the table's ruleset (a load leaves none), so only the chains s
+	// swapped since and those deleted can clash (sw: nil when s's lineage
+	// does not say).
+	var sw map[string]bool
+	if r := t.reach; r != nil && len(r.chains) == len(t.chains) && b != nil {
+		sw = s.swappedSince(b.id)
+	}
+	if sw != nil {
+		for name := range sw {
+			if oc := t.chains[name]; oc != nil && clash(name, oc.Builtin) {
+				return nil, ErrNotLoaded
+			}
+		}
+		for name := range del {
+			if oc := t.chains[name]; oc != nil && clash(name, oc.Builtin) {
+				return nil, ErrNotLoaded
+			}
+		}
+	} else if r := t.reach; r != nil && len(r.chains) == len(t.chains) {
 		for _, oc := range r.chains {
 			if clash(oc.name, oc.builtin) {
 				return nil, ErrNotLoaded
@@ -1248,16 +1280,29 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 	if checkReach != nil {
 		checkReach(t, reach, inc, own, resolve)
 	}
-	if !reach.fits(s, own) {
+	fitSw, from := sw, 0
+	switch {
+	case reach == t.reach:
+		from = len(reach.targets)
+	case inc:
+		from = len(t.reach.targets) // the targets of the chains carried are new
+	default:
+		fitSw = nil // a new reach: every target is checked
+	}
+	if !reach.fitsSince(s, own, fitSw, from) {
 		return nil, ErrNotLoaded
 	}
 	return func() {
-		nf.commitLoad(t, s, d, own, carried, reach, resolve)
+		nf.commitLoad(t, s, d, own, carried, reach, resolve, sw, del)
 	}, nil
 }
 
 // commitLoad makes t's chains own, its ruleset s (LoadShared).
-func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried map[string]*Chain, reach *ownReach, resolve func(*Chain) *Chain) {
+//
+// With sw (the chains s swapped since the table's ruleset), a jump whose
+// target is neither swapped nor deleted (del) keeps its target: it is
+// the same chain in s.
+func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried map[string]*Chain, reach *ownReach, resolve func(*Chain) *Chain, sw, del map[string]bool) {
 	views := map[*Chain]*Chain{}
 	for oc, v := range t.views {
 		if v.ctr == nil || d.declares(oc.Name) {
@@ -1272,6 +1317,9 @@ func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried m
 		if carried != nil && carried[j.in.Name] == j.in {
 			continue // its targets are resolved
 		}
+		if sw != nil && !sw[j.to.Name] && !del[j.to.Name] {
+			continue
+		}
 		if rc := resolve(j.to); rc != j.to {
 			j.r.target.chain, j.to = rc, rc
 		}
@@ -1280,8 +1328,47 @@ func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried m
 	if !t.loaded {
 		t.loaded = true
 		nf.order = append(nf.order, t.Name)
+		nf.syncPassive(t)
 	}
-	nf.syncPassive(t)
+	if checkCommitted != nil {
+		checkCommitted(t, sw != nil)
+	}
+	// Else the built-in chains, the namespace's own, are as they were
+	// (a load rewrites their jumps' targets only): their hooks' passive
+	// counting stays as it is.
+}
+
+// checkCommitted, set by tests, is called with every table a load
+// committed (swapped: checked from the chains swapped since).
+var checkCommitted func(t *Table, swapped bool)
+
+// swappedSince returns the chains whose compiled chain in s is another
+// than in the ruleset numbered base (one s descends from), memoized by
+// base; nil when s's lineage does not reach base.
+func (s *Shared) swappedSince(base uint64) map[string]bool {
+	if m, ok := s.swapped[base]; ok {
+		return m
+	}
+	out := map[string]bool{}
+	found := false
+	steps := 0
+	for l := s.lineage; l != nil && steps <= maxLineage; l, steps = l.parent, steps+1 {
+		if l.id == base {
+			found = true
+			break
+		}
+		for _, name := range l.swapped {
+			out[name] = true
+		}
+	}
+	if !found {
+		out = nil
+	}
+	if s.swapped == nil || len(s.swapped) > 64 {
+		s.swapped = map[uint64]map[string]bool{}
+	}
+	s.swapped[base] = out
+	return out
 }
 
 // sameSince reports whether every chain of s whose rules differ from
@@ -1510,15 +1597,24 @@ func (r *ownReach) withCarried(carried, own map[string]*Chain, resolve func(*Cha
 // (inc: made by withCarried), to compare it with reachOf's.
 var checkReach func(t *Table, r *ownReach, inc bool, own map[string]*Chain, resolve func(*Chain) *Chain)
 
-// fits reports whether the chains of s the own chains jump to exist (in
-// s or among own) and accept being reached as they are.
-func (r *ownReach) fits(s *Shared, own map[string]*Chain) bool {
-	for _, name := range r.targets {
+// fitsSince reports whether the chains of s the own chains jump to exist
+// (in s or among own) and accept being reached as they are. With sw (r
+// fitted the table's ruleset but for its targets from on, and sw are the
+// chains s swapped since), only those swapped and the targets from on
+// are checked: the others are the chains r fitted.
+func (r *ownReach) fitsSince(s *Shared, own map[string]*Chain, sw map[string]bool, from int) bool {
+	for i, name := range r.targets {
+		if sw != nil && !sw[name] && i < from {
+			continue
+		}
 		if s.chains[name] == nil && own[name] == nil {
 			return false
 		}
 	}
 	for _, x := range r.reached {
+		if sw != nil && !sw[x.name] {
+			continue
+		}
 		c := s.chains[x.name]
 		if c == nil || c.allowed&x.hooks != x.hooks || x.depth+c.height >= NFTJumpStackSize {
 			return false

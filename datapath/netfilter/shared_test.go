@@ -630,3 +630,35 @@ func TestLoadSharedCarriedReachIsReachOf(t *testing.T) {
 	TestLoadSharedEqualsRestore(t)
 	assert.Positive(t, inc, "loads that extended the reach with carried chains")
 }
+
+// TestLoadSharedSwappedChecksAreTheFullOnes runs TestLoadSharedEqualsRestore
+// with the checks a load makes from the chains swapped since the table's
+// ruleset (the own chains that may clash, the targets that may not fit,
+// the jumps that may need rewriting), and checks after every load what
+// the full checks ensure: every own chain's jump goes to the chain of that
+// name (its own, else the ruleset's), no own chain is named like one of
+// the ruleset, and the memoized reach fits the ruleset in full.
+func TestLoadSharedSwappedChecksAreTheFullOnes(t *testing.T) {
+	loads := 0
+	checkCommitted = func(tb *Table, swapped bool) {
+		if swapped {
+			loads++
+		}
+		for name, c := range tb.chains {
+			assert.False(t, tb.base.Has(name), "own chain %s is also the ruleset's", name)
+			for _, r := range c.rules {
+				if tc := r.target.chain; tc != nil {
+					want := tb.chains[tc.Name]
+					if want == nil {
+						want = tb.base.chains[tc.Name]
+					}
+					assert.Same(t, want, tc, "%s jumps to %s", name, tc.Name)
+				}
+			}
+		}
+		assert.True(t, tb.reach.fitsSince(tb.base, tb.chains, nil, 0))
+	}
+	defer func() { checkCommitted = nil }()
+	TestLoadSharedEqualsRestore(t)
+	assert.Positive(t, loads, "loads checked from the chains swapped")
+}
