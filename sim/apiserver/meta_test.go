@@ -229,3 +229,54 @@ func TestIsKey(t *testing.T) {
 		require.Equal(t, key(tc.ns, tc.name) == tc.k, isKey(tc.k, tc.ns, tc.name), "%q %q %q", tc.k, tc.ns, tc.name)
 	}
 }
+
+// Every object created gets the next UID and the next revision as its
+// resourceVersion, whoever made their text: created, submitted, recorded
+// (which guesses them), after an aborted transaction (which takes its
+// revisions back), and with a wrong guess.
+func TestCreatedIDs(t *testing.T) {
+	s, err := New(Config{}, func() time.Time { return Epoch }, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	n := uint64(0) // objects created so far
+	for _, k := range Kinds {
+		n += uint64(s.Count(k.Name))
+	}
+	check := func(o Object) {
+		t.Helper()
+		n++
+		require.Equal(t, uidFor(n), o.GetUID())
+		require.Equal(t, s.ResourceVersion(), o.GetResourceVersion())
+	}
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}}
+	}
+	peek := func(kind, name string) Object {
+		o, ok := s.Peek(kind, "default", name)
+		require.True(t, ok, name)
+		return o
+	}
+	a, err := s.Create(pod("a"))
+	require.NoError(t, err)
+	check(a)
+	s.Record(a, "kubelet", corev1.EventTypeNormal, "Pulled", "m")
+	check(s.List("Event", "default")[0])
+	s.Begin()
+	require.NoError(t, s.Submit(pod("gone")))
+	s.Record(a, "kubelet", corev1.EventTypeNormal, "Created", "m")
+	s.Abort()
+	require.NoError(t, s.Submit(pod("b")))
+	check(peek("Pod", "b"))
+	s.Record(peek("Pod", "b"), "kubelet", corev1.EventTypeNormal, "Pulled", "m")
+	for _, o := range s.List("Event", "default") {
+		if o.(*corev1.Event).InvolvedObject.Name == "b" {
+			check(o)
+		}
+	}
+	for _, guess := range []string{"", "x", string(uidFor(n+2)) + "1", string(uidFor(n+1)) + "1"} {
+		name := fmt.Sprint("g", n)
+		_, _, err := s.createAt(pod(name), false, "", guess)
+		require.NoError(t, err)
+		check(peek("Pod", name))
+	}
+}

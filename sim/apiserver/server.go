@@ -302,13 +302,16 @@ func (s *Server) create(obj Object, result bool) (Object, error) {
 // object is stored under: the store's own string, for a caller that keeps
 // the key (the event correlator) without making another.
 func (s *Server) createKeyed(obj Object, result bool) (Object, string, error) {
-	return s.createAt(obj, result, "")
+	return s.createAt(obj, result, "", "")
 }
 
 // createAt is createKeyed for an object whose key the caller made (its
 // namespace and name set, neither to be defaulted or generated), so that
-// the store keeps that string; "" makes it here.
-func (s *Server) createAt(obj Object, result bool, kk string) (Object, string, error) {
+// the store keeps that string; "" makes it here. ids is the caller's
+// guess at the object's UID and resourceVersion as nextIDs writes them
+// (a part of a string it made anyway), taken if it is right; "" or a
+// wrong guess makes them here, in one string.
+func (s *Server) createAt(obj Object, result bool, kk, ids string) (Object, string, error) {
 	kind := KindOf(obj)
 	k, err := s.kind(kind)
 	if err != nil {
@@ -360,12 +363,17 @@ func (s *Server) createAt(obj Object, result bool, kk string) (Object, string, e
 			return nil, "", err
 		}
 	}
+	var buf [64]byte
+	want, n := s.nextIDs(buf[:0])
+	if ids != string(want) {
+		ids = string(want)
+	}
 	s.uids++
-	obj.SetUID(uidFor(s.uids))
+	obj.SetUID(types.UID(ids[:n]))
 	obj.SetCreationTimestamp(metav1.NewTime(s.Now()))
 	obj.SetGeneration(1)
 	obj.SetManagedFields(nil)
-	s.storeAt(k, obj, kk)
+	s.storeAtRV(k, obj, kk, ids[n:])
 	s.notify(kind, watch.Added, obj)
 	if !result {
 		return nil, kk, nil
@@ -377,20 +385,38 @@ func (s *Server) createAt(obj Object, result bool, kk string) (Object, string, e
 // "%08x-%04x-4%03x-8%03x-%012x" of its parts, formatted by hand (one
 // allocation: every pod and event gets one).
 func uidFor(n uint64) types.UID {
-	var b [36]byte
-	hexTo(b[0:8], uint64(uint32(n*0x9e3779b1)))
-	b[8] = '-'
-	hexTo(b[9:13], uint64(uint16(n>>32)))
-	b[13], b[14] = '-', '4'
-	hexTo(b[15:18], n%0xfff)
-	b[18], b[19] = '-', '8'
-	hexTo(b[20:23], (n*7)%0xfff)
-	b[23] = '-'
-	hexTo(b[24:36], n&(1<<48-1))
+	var b [64]byte
+	return types.UID(appendUID(b[:0], n))
+}
+
+// appendUID appends uidFor(n) to b.
+func appendUID(b []byte, n uint64) []byte {
+	at := len(b)
+	b = append(b, make([]byte, 36)...)
+	u := b[at:]
+	hexTo(u[0:8], uint64(uint32(n*0x9e3779b1)))
+	u[8] = '-'
+	hexTo(u[9:13], uint64(uint16(n>>32)))
+	u[13], u[14] = '-', '4'
+	hexTo(u[15:18], n%0xfff)
+	u[18], u[19] = '-', '8'
+	hexTo(u[20:23], (n*7)%0xfff)
+	u[23] = '-'
+	hexTo(u[24:36], n&(1<<48-1))
 	if n >= 1<<48 { // wider than %012x pads: as fmt prints it
-		return types.UID(string(b[:24]) + strconv.FormatUint(n, 16))
+		b = strconv.AppendUint(b[:at+24], n, 16)
 	}
-	return types.UID(b[:])
+	return b
+}
+
+// nextIDs appends the UID of the next object created and the
+// resourceVersion it is stored at (the revision after this one) to b,
+// and returns where the resourceVersion starts: an object created gets
+// both as one string.
+func (s *Server) nextIDs(b []byte) ([]byte, int) {
+	b = appendUID(b, s.uids+1)
+	n := len(b)
+	return strconv.AppendUint(b, s.rev+1, 10), n
 }
 
 // hexTo writes v in lower-case hex into dst, zero-padded to its length.
@@ -407,9 +433,16 @@ func (s *Server) store(k Kind, obj Object) {
 }
 
 // storeAt is store with obj's key already made.
-func (s *Server) storeAt(k Kind, obj Object, kk string) {
+func (s *Server) storeAt(k Kind, obj Object, kk string) { s.storeAtRV(k, obj, kk, "") }
+
+// storeAtRV is storeAt with the new resourceVersion's text made by the
+// caller ("": made here).
+func (s *Server) storeAtRV(k Kind, obj Object, kk, rv string) {
 	s.rev++
-	obj.SetResourceVersion(strconv.FormatUint(s.rev, 10))
+	if rv == "" {
+		rv = strconv.FormatUint(s.rev, 10)
+	}
+	obj.SetResourceVersion(rv)
 	setTypeMeta(obj, k)
 	m := s.objs[k.Name]
 	if m == nil {

@@ -102,8 +102,13 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		}
 		b = append(b, '0')
 	}
+	// The UID and resourceVersion it will get are made in the same
+	// string (createAt checks them).
+	klen := len(b)
+	b, _ = s.nextIDs(b)
 	s.keyBuf = b
-	kk := string(b)
+	all := string(b)
+	kk := all[:klen]
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kk[len(ns)+1:]},
 		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
@@ -112,7 +117,7 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		Source:         corev1.EventSource{Component: component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	if _, _, err := s.createAt(ev, false, kk); err != nil {
+	if _, _, err := s.createAt(ev, false, kk, all[klen:]); err != nil {
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
 	s.events.set(dk, kk)
