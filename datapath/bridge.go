@@ -150,8 +150,6 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 	ns := b.dev.ns
 	if r := w.recording(); r != nil {
 		r.netns(ns)
-		r.device(b.dev)
-		r.device(port)
 	}
 	if src.IsMulticast() || src.IsZero() {
 		w.noFast()
@@ -211,7 +209,6 @@ func (b *bridge) up(w *Walk, p *Packet) {
 	b.dev.Stats.RxPackets++
 	b.dev.Stats.RxBytes += uint64(p.Len())
 	if r := w.recording(); r != nil {
-		r.device(b.dev)
 		r.add(&b.dev.Stats.RxPackets, 1, &b.dev.Stats.RxBytes, uint64(p.Len()))
 	}
 	if p.Trace != nil {

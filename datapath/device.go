@@ -53,6 +53,10 @@ type Device struct {
 	Name  string
 	Index int
 	Kind  DeviceKind
+	// MAC and MTU are the device's address and MTU. Change them with
+	// SetMAC and Netns.SetMTU (`ip link set dev X address|mtu`), never
+	// directly: the setters tell the fast path, which does not look at
+	// them again on a replay.
 	MAC   MAC
 	MTU   int
 	up    bool
@@ -60,7 +64,8 @@ type Device struct {
 	Stats DeviceStats
 
 	// Bridge port state: the bridge this device is enslaved to and the
-	// port's hairpin flag (`bridge link set dev X hairpin on`).
+	// port's hairpin flag (`bridge link set dev X hairpin on`), set with
+	// SetHairpin, never directly (as MAC and MTU).
 	master  *Device
 	Hairpin bool
 
@@ -87,6 +92,20 @@ func (d *Device) SetUp(up bool) {
 	if d.ns != nil {
 		d.ns.e.cfgGen++
 	}
+}
+
+// SetMAC sets the device's address (`ip link set dev X address M`).
+func (d *Device) SetMAC(m MAC) {
+	d.MAC = m
+	d.bump()
+}
+
+// SetHairpin sets the bridge port's hairpin flag (`bridge link set dev X
+// hairpin on|off`, IFLA_BRPORT_MODE): a frame may be forwarded back out
+// of the port it came in on.
+func (d *Device) SetHairpin(on bool) {
+	d.Hairpin = on
+	d.bump()
 }
 
 // Master returns the bridge the device is a port of, or nil.
@@ -212,9 +231,6 @@ func (d *Device) transmit(w *Walk, p *Packet) {
 		return
 	}
 	r := w.recording()
-	if r != nil {
-		r.device(d)
-	}
 	if len(d.tx) > 0 {
 		w.noFast()
 		w.dev = d

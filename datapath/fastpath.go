@@ -21,11 +21,10 @@ import (
 // for everything that decided the walk, a check. Most of what decides a
 // walk is configuration, which the engine's configuration generation
 // (cfgGen) covers in one word: every change of addresses, devices (up,
-// MTU through SetMTU, stages, deletion), hooks, bridge ports, bridge and
-// underlay FDBs, VXLAN FDBs and meshes bumps it. What can change without
-// it is checked one by one: the routes and sysctls of the namespace, the
-// fields of a device that can be set directly (MTU, MAC, hairpin), the
-// neighbour entry's state and address, the underlay's latency, and each
+// MTU, MAC and hairpin through their setters, stages, deletion), hooks,
+// bridge ports, bridge and underlay FDBs, VXLAN FDBs and meshes bumps it.
+// What can change without it is checked one by one: the routes and
+// sysctls of the namespace, the neighbour entry's state and address, the underlay's latency, and each
 // stage's own effect (the generation of a hook's rules, the conntrack
 // entry's identity, state and status). What changes with time alone (a
 // neighbour due to turn STALE, an FDB entry due to age out, the periodic
@@ -195,7 +194,6 @@ type fastKind uint8
 const (
 	// checks
 	fcNetns    fastKind = iota + 1 // routes, sysctls
-	fcDev                          // MTU, MAC, hairpin
 	fcNeigh                        // entry live, same state and MAC; its ageing
 	fcARP                          // the node's periodic neighbour collector is not due
 	fcFDBAlive                     // an FDB entry the walk looked up has not aged out
@@ -260,26 +258,17 @@ type fastEntry struct {
 	hdr, mask  [fastHdrWords]uint64
 	meta       fastMeta
 	nss        []fastNetns
-	devs       []fastDev
 	neighs     []fastNeigh
 	segs       []fastSeg
 	vxs        []fastVXLAN
 	fx         []Effect
+	valid      []int32 // the effects whose Valid is asked (not AlwaysValid)
 	adds       []fastAdd
 	xf         []fastXf
 	term       fastOp
 	out        fastMeta // the packet's metadata when it leaves
 	ct         any
 	enc        vxlanTemplate
-}
-
-// fastDev holds while the device's MTU, MAC and hairpin flag, the
-// fields that can be set directly, are as they were.
-type fastDev struct {
-	d       *Device
-	mtu     int
-	mac     MAC
-	hairpin bool
 }
 
 // fastNetns holds while the namespace's routes and sysctls are as they
@@ -387,6 +376,14 @@ type EffectReplayer interface {
 	Apply(w *Walk, p *Packet, e *Effect)
 }
 
+// AlwaysValid is implemented by an EffectReplayer whose Valid always
+// holds (what decides its effect is checked by another stage's, say the
+// conntrack entry a NAT rewrite uses): the fast path does not ask it.
+type AlwaysValid interface {
+	EffectReplayer
+	AlwaysValid()
+}
+
 // FastHits is the number of events the namespace replayed from its fast
 // path (for tests and benchmarks).
 func (ns *Netns) FastHits() uint64 {
@@ -446,16 +443,6 @@ func (r *fastRec) netns(ns *Netns) {
 	o.ns, o.y, o.sys = ns, ns.Routes.Gen(), ns.Sysctl
 }
 
-func (r *fastRec) device(d *Device) {
-	for i := 0; i < r.n; i++ {
-		if o := &r.ops[i]; o.kind == fcDev && o.dev == d {
-			return
-		}
-	}
-	o := r.op(fcDev)
-	o.dev, o.x, o.mac[0], o.b1 = d, uint64(d.MTU), d.MAC, d.Hairpin
-}
-
 // validatedIP notes that the walk checked the IPv4 header of p (tot is
 // its total length); a frame with Ethernet padding is not recorded.
 func (r *fastRec) validatedIP(p *Packet, tot int) {
@@ -495,9 +482,6 @@ func (ns *Netns) fastStart(w *Walk, dev *Device, p *Packet) {
 	r.enc.ok = false
 	w.rec = r
 	r.netns(ns)
-	if dev != nil {
-		r.device(dev)
-	}
 }
 
 // fastEnd stops recording; with a terminal op appended and nothing
@@ -536,8 +520,8 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	e.dev, e.head, e.flen, e.ipOK, e.gen, e.deadline = k.dev, k.head, k.flen, r.ipOK, r.gen, math.MaxInt64
 	e.hdr, e.mask, e.meta, e.out, e.ct = k.hdr, k.mask, k.meta, metaOf(p), p.CT.Entry
 	e.ipSum = ipSumOf(&k.hdr)
-	e.nss, e.devs, e.neighs, e.segs, e.vxs = e.nss[:0], e.devs[:0], e.neighs[:0], e.segs[:0], e.vxs[:0]
-	e.fx, e.adds, e.xf = e.fx[:0], e.adds[:0], e.xf[:0]
+	e.nss, e.neighs, e.segs, e.vxs = e.nss[:0], e.neighs[:0], e.segs[:0], e.vxs[:0]
+	e.fx, e.valid, e.adds, e.xf = e.fx[:0], e.valid[:0], e.adds[:0], e.xf[:0]
 	e.enc = r.enc
 	for i := range r.ops[:r.n] {
 		o := &r.ops[i]
@@ -562,10 +546,6 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			if c := vxlanCheck(o.vx); !slices.Contains(e.vxs, c) {
 				e.vxs = append(e.vxs, c)
 			}
-		case fcDev:
-			if c := (fastDev{o.dev, int(o.x), o.mac[0], o.b1}); !slices.Contains(e.devs, c) {
-				e.devs = append(e.devs, c)
-			}
 		case fcNeigh:
 			if c := (fastNeigh{o.ne, o.mac[0], o.state}); !slices.Contains(e.neighs, c) {
 				e.neighs = append(e.neighs, c)
@@ -579,6 +559,9 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			// The periodic collector's next run only moves later.
 			e.deadline = min(e.deadline, o.arp.nextPeriodic)
 		case fcStage:
+			if _, ok := o.fx.R.(AlwaysValid); !ok {
+				e.valid = append(e.valid, int32(len(e.fx)))
+			}
 			e.xf = append(e.xf, fastXf{kind: fcStage, i: int32(len(e.fx))})
 			e.fx = append(e.fx, o.fx)
 		case feAdd:
@@ -689,15 +672,6 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 			return false, true
 		}
 	}
-	devs := e.devs
-	for i := range devs {
-		// Its state, stages and namespace change through methods that
-		// change the engine's cfgGen; these fields can be set directly.
-		c := &devs[i]
-		if d := c.d; d.MTU != c.mtu || d.MAC != c.mac || d.Hairpin != c.hairpin {
-			return false, true
-		}
-	}
 	neighs := e.neighs
 	for i := range neighs {
 		c := &neighs[i]
@@ -721,8 +695,8 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		}
 	}
 	fxs := e.fx
-	for i := range fxs {
-		if !fxs[i].R.Valid(w, &fxs[i]) {
+	for _, i := range e.valid {
+		if fx := &fxs[i]; !fx.R.Valid(w, fx) {
 			return false, true
 		}
 	}

@@ -284,6 +284,16 @@ func TestFastPathEquivalence(t *testing.T) {
 	w1 := func(w *fastWorld) *datapath.Netns { return w.r.W1.Host }
 	change := func(name string, do func(t *testing.T, w *fastWorld)) fastStep { return fastStep{name, do} }
 	udpX, udpS := udp("udp cross node", web2, 42001, 3), udp("udp same node", web1, 42000, 3)
+	udpBig := change("udp cross node, 100-byte datagrams", func(t *testing.T, w *fastWorld) {
+		for range 3 {
+			ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web2.IP}, 42002, 9000, make([]byte, 100))
+			require.NoError(t, err)
+			_, err = w.r.Client.Netns.Send(ip)
+			require.NoError(t, err)
+			require.NoError(t, w.r.World.Run())
+		}
+	})
+	web1From := func(w *fastWorld) (*datapath.Netns, netip.Addr) { return w.r.Web1.Netns, w.r.Web1.IP }
 	steps = append(steps,
 		udpX, udpS,
 		change("ip_forward off on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = false }),
@@ -298,16 +308,31 @@ func TestFastPathEquivalence(t *testing.T) {
 			require.True(t, w1(w).Routes.Delete(netip.PrefixFrom(w.r.Web2.IP, 32), 0))
 		}),
 		udpX,
-		change("flannel.1 MTU set directly", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").MTU = 60 }),
-		udpX,
-		change("flannel.1 MTU restored directly", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").MTU = 1450 }),
-		udpX,
-		change("web-1's eth0 MAC set directly", func(t *testing.T, w *fastWorld) {
+		udpBig,
+		change("flannel.1 MTU 68", func(t *testing.T, w *fastWorld) { require.NoError(t, w1(w).SetMTU("flannel.1", 68)) }),
+		udpX, udpBig,
+		change("flannel.1 MTU restored", func(t *testing.T, w *fastWorld) { require.NoError(t, w1(w).SetMTU("flannel.1", 1450)) }),
+		udpX, udpBig,
+		dial("hairpin", web1From, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 43000, 80),
+		dial("hairpin2", web1From, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 43001, 80),
+		dial("hairpin3", web1From, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 43002, 80),
+		write("hairpin", 3, false), write("hairpin2", 3, false), write("hairpin3", 3, false),
+		change("web-1's host veth hairpin off", func(t *testing.T, w *fastWorld) {
+			w.r.Web1.Netns.Device("eth0").Peer().SetHairpin(false)
+		}),
+		write("hairpin", 3, false), write("hairpin2", 3, false), write("hairpin3", 3, false),
+		change("web-1's host veth hairpin on", func(t *testing.T, w *fastWorld) {
+			w.r.Web1.Netns.Device("eth0").Peer().SetHairpin(true)
+		}),
+		advance(5*time.Second), // retransmissions
+		write("hairpin", 3, false), write("hairpin2", 3, false), write("hairpin3", 3, false),
+		change("web-1's eth0 MAC set", func(t *testing.T, w *fastWorld) {
 			d := w.r.Web1.Netns.Device("eth0")
-			w.savedMAC, d.MAC = d.MAC, datapath.MAC{0x02, 0, 0, 0, 0, 0x99}
+			w.savedMAC = d.MAC
+			d.SetMAC(datapath.MAC{0x02, 0, 0, 0, 0, 0x99})
 		}),
 		udpS,
-		change("web-1's eth0 MAC restored", func(t *testing.T, w *fastWorld) { w.r.Web1.Netns.Device("eth0").MAC = w.savedMAC }),
+		change("web-1's eth0 MAC restored", func(t *testing.T, w *fastWorld) { w.r.Web1.Netns.Device("eth0").SetMAC(w.savedMAC) }),
 		udpS,
 		change("cka-w1's neighbour web-1 replaced", func(t *testing.T, w *fastWorld) {
 			require.NoError(t, w1(w).SetNeigh("cni0", w.r.Web1.IP, datapath.MAC{0x02, 0, 0, 0, 0, 0x42}, datapath.NeighReachable))
@@ -371,9 +396,10 @@ func TestFastPathEquivalence(t *testing.T) {
 		udpS,
 		change("client's MAC set to web-1's: cni0 learns web-1 behind the client's port", func(t *testing.T, w *fastWorld) {
 			d := w.r.Client.Netns.Device("eth0")
-			w.savedMAC, d.MAC = d.MAC, w.r.Web1.Netns.Device("eth0").MAC
+			w.savedMAC = d.MAC
+			d.SetMAC(w.r.Web1.Netns.Device("eth0").MAC)
 			udp("", web2, 42001, 1).do(t, w)
-			d.MAC = w.savedMAC
+			d.SetMAC(w.savedMAC)
 		}),
 		udpS,
 		change("web-1 answers the client's flow", func(t *testing.T, w *fastWorld) {

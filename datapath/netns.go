@@ -569,7 +569,6 @@ func (ns *Netns) forward(w *Walk, in *Device, p *Packet, r *route.Route) {
 	decTTL(ip)
 	if rec := w.recording(); rec != nil {
 		rec.op(feDecTTL)
-		rec.device(out)
 	}
 	p.OutDev = out
 	p.NextHop = nextHop(r, ip)
@@ -692,9 +691,6 @@ func (ns *Netns) postrouting(w *Walk, p *Packet) {
 	}
 	out := p.OutDev
 	ip := p.IPv4()
-	if r := w.recording(); r != nil {
-		r.device(out)
-	}
 	if int(ip.TotalLength()) > out.MTU {
 		if ip.Flags()&header.IPv4FlagDontFragment != 0 {
 			if p.Local {
@@ -771,7 +767,6 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 	}
 	p.SetMACs(p.SrcMAC(), b.dev.MAC)
 	if rec := w.recording(); rec != nil {
-		rec.device(b.dev)
 		rec.macs(p)
 	}
 	return true

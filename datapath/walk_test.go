@@ -146,7 +146,7 @@ func TestBridgeHairpin(t *testing.T) {
 	require.Equal(t, trace.Dropped, oc[0].Action)
 	require.Equal(t, ReasonHairpin.String(), oc[0].Reason)
 
-	tp.va.Hairpin = true
+	tp.va.SetHairpin(true)
 	txA := &capture{}
 	tp.va.AddTxStage("cap", 0, txA)
 	_, _ = tp.va.Inject(g)

@@ -427,6 +427,9 @@ func (s *natStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.V
 // attached it, and a confirmed connection's bindings do not change.
 func (s *natStage) Valid(*datapath.Walk, *datapath.Effect) bool { return true }
 
+// AlwaysValid tells the fast path not to ask Valid (datapath.AlwaysValid).
+func (s *natStage) AlwaysValid() {}
+
 // Apply rewrites p with the connection's binding.
 func (s *natStage) Apply(_ *datapath.Walk, p *datapath.Packet, fx *datapath.Effect) {
 	fx.Ref.(*conntrack.Entry).ManipPacket(p, conntrack.CTInfo(fx.U), s.manip)

@@ -110,7 +110,7 @@ func BridgeAdd(host, podNS *datapath.Netns, containerID string, conf BridgeConf,
 		undo()
 		return fail(err)
 	}
-	hostVeth.Hairpin = conf.HairpinMode
+	hostVeth.SetHairpin(conf.HairpinMode)
 	pfx := netip.PrefixFrom(addr, alloc.Subnet.Bits())
 	if err := podNS.AddAddr("eth0", pfx); err != nil {
 		undo()
