@@ -99,6 +99,19 @@ type Engine struct {
 	recBuf  *fastRec
 	cfgGen  uint64
 	fastOff bool
+
+	// next is a packet event due now that the event running scheduled
+	// when nothing queued was due before it (the fifo empty, the heap's
+	// top later than now): it is the next event whatever the running one
+	// does after (what it schedules comes later in sequence), so it runs
+	// as soon as the running one returns, without the fifo (handOn). inl
+	// is how many more events the running one may hand on so (RunUntil's
+	// event limit; 0 outside RunUntil, so Step runs one event), inlined
+	// how many it did, until RunUntil's bound.
+	next    nowEvent
+	inl     int
+	inlined int
+	until   time.Duration
 }
 
 // nowEvent is a packet event in the engine's fifo: an evRx for dev or an
@@ -271,7 +284,13 @@ func (e *Engine) release(s int32) {
 
 // Pending is the number of queued events (cancelled timers not yet
 // discarded included).
-func (e *Engine) Pending() int { return len(e.queue) + len(e.fifo) - e.fhead }
+func (e *Engine) Pending() int {
+	n := len(e.queue) + len(e.fifo) - e.fhead
+	if e.next.kind != 0 {
+		n++
+	}
+	return n
+}
 
 // NextAt is the time of the next event and whether there is one. Cancelled
 // timers at the head of the queue are discarded first.
@@ -283,6 +302,9 @@ func (e *Engine) NextAt() (time.Duration, bool) {
 // time of the next event (still queued) and whether there is one; headFifo
 // says where it is.
 func (e *Engine) head() (time.Duration, bool) {
+	if e.next.kind != 0 {
+		e.queueNext()
+	}
 	for {
 		e.headFifo = e.fifoFirst()
 		if e.headFifo {
@@ -302,6 +324,10 @@ func (e *Engine) head() (time.Duration, bool) {
 // ScheduleRx makes dev receive p after delay.
 func (e *Engine) ScheduleRx(delay time.Duration, dev *Device, p *Packet) {
 	if delay == 0 {
+		if e.inl > 0 && e.next.kind == 0 && e.nothingDue() {
+			e.handOn(evRx, dev, nil, p)
+			return
+		}
 		e.pushNow(evRx, dev, nil, p)
 		return
 	}
@@ -312,10 +338,69 @@ func (e *Engine) ScheduleRx(delay time.Duration, dev *Device, p *Packet) {
 // Ethernet header is filled in by the neighbour layer) after delay.
 func (e *Engine) ScheduleOutput(delay time.Duration, ns *Netns, p *Packet) {
 	if delay == 0 {
+		if e.inl > 0 && e.next.kind == 0 && e.nothingDue() {
+			e.handOn(evOutput, nil, ns, p)
+			return
+		}
 		e.pushNow(evOutput, nil, ns, p)
 		return
 	}
 	e.push(event{at: e.now + delay, kind: evOutput, ns: ns, pkt: p})
+}
+
+// nothingDue reports whether no queued event is due now or earlier (and
+// RunUntil's bound lets an event due now run): an event scheduled now
+// would be the next to run.
+func (e *Engine) nothingDue() bool {
+	return e.fhead == len(e.fifo) && (len(e.queue) == 0 || e.queue[0].at > e.now) && (e.until < 0 || e.now <= e.until)
+}
+
+// handOn makes a packet event due now, which nothingDue found would run
+// next, the engine's next: it runs when the running event returns.
+func (e *Engine) handOn(kind eventKind, dev *Device, ns *Netns, p *Packet) {
+	if r := e.walk.rec; r != nil {
+		r.fail = true // an event the recording cannot repeat
+	}
+	e.seq++
+	e.fg++
+	e.inl--
+	e.inlined++
+	e.next = nowEvent{at: e.now, seq: e.seq, kind: kind, dev: dev, ns: ns, pkt: p}
+}
+
+// runNext runs the events handed on (handOn) after the one that just ran.
+func (e *Engine) runNext() {
+	w := &e.walk
+	for e.next.kind != 0 {
+		kind, dev, ns, p := e.next.kind, e.next.dev, e.next.ns, e.next.pkt
+		e.next = nowEvent{}
+		e.fg--
+		if kind == evRx {
+			dev.receive(w, p)
+		} else {
+			ns.sendLocal(w, p)
+		}
+		w.rec = nil
+	}
+}
+
+// queueNext puts an event handed on but not yet run back at the head of
+// the fifo (nothing queued precedes it): for a RunUntil or Step called
+// while an event runs.
+func (e *Engine) queueNext() {
+	if e.next.kind == 0 {
+		return
+	}
+	ev := e.next
+	e.next = nowEvent{}
+	if e.fhead > 0 {
+		e.fhead--
+		e.fifo[e.fhead] = ev
+	} else {
+		e.fifo = append(e.fifo, nowEvent{})
+		copy(e.fifo[1:], e.fifo)
+		e.fifo[0] = ev
+	}
 }
 
 // pushNow queues a foreground packet event due now: what push does for a
@@ -368,6 +453,9 @@ func (e *Engine) runFifo() {
 		ns.sendLocal(w, p)
 	}
 	w.rec = nil
+	if e.next.kind != 0 {
+		e.runNext()
+	}
 }
 
 // ScheduleTimer fires t after delay.
@@ -422,6 +510,9 @@ func (e *Engine) run() {
 		t.Fire(w)
 	}
 	w.rec = nil
+	if e.next.kind != 0 {
+		e.runNext()
+	}
 }
 
 // ErrEventLimit is returned by Run when MaxEvents were processed and events
@@ -447,13 +538,34 @@ func (e *Engine) RunUntil(until time.Duration) error {
 	if limit == 0 {
 		limit = 1_000_000
 	}
+	if e.next.kind != 0 {
+		e.queueNext() // called from an event that handed one on
+	}
+	inl, inlined, outer := e.inl, e.inlined, e.until
+	e.until = until
+	err := e.runUntil(until, limit, !e.fastOff)
+	e.inl, e.inlined, e.until = inl, inlined, outer
+	return err
+}
+
+// runUntil is RunUntil's loop; hand says whether events may be handed
+// on (not with the fast path off, which the fast path's equivalence test
+// compares with: there every event goes through the queue).
+func (e *Engine) runUntil(until time.Duration, limit int, hand bool) error {
+	hl := 0
+	if hand {
+		hl = limit
+	}
 	for n := 0; ; n++ {
 		if e.fifoNext(until) {
 			// A packet event is foreground: e.fg > 0.
 			if n == limit {
 				return &ErrEventLimit{Events: n, At: e.now}
 			}
+			// The event may hand on as many as the limit leaves.
+			e.inl, e.inlined = hl-n-1, 0
 			e.runFifo()
+			n += e.inlined
 			continue
 		}
 		at, ok := e.head()
@@ -463,7 +575,9 @@ func (e *Engine) RunUntil(until time.Duration) error {
 		if n == limit {
 			return &ErrEventLimit{Events: n, At: e.now}
 		}
+		e.inl, e.inlined = hl-n-1, 0
 		e.run()
+		n += e.inlined
 	}
 	if until > e.now {
 		e.now = until

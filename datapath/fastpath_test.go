@@ -63,6 +63,11 @@ func (frameLog) Valid(*datapath.Walk, *datapath.Effect) bool { return true }
 
 func (l frameLog) Apply(w *datapath.Walk, p *datapath.Packet, _ *datapath.Effect) { l.Process(w, p) }
 
+// stepTimer is a timer a step schedules.
+type stepTimer func(w *datapath.Walk)
+
+func (f stepTimer) Fire(w *datapath.Walk) { f(w) }
+
 func newFastWorld(t *testing.T, fast bool) *fastWorld {
 	r, err := scenarios.NewReference(7)
 	require.NoError(t, err)
@@ -446,6 +451,54 @@ func TestFastPathEquivalence(t *testing.T) {
 			require.NoError(t, w.r.World.Advance(2*time.Second))
 			udp("", web2, 42007, 3).do(t, w)
 		}),
+		// Events due at one instant: the engine hands a frame on to the
+		// next device without the queue only when nothing queued is due
+		// before it (with the fast path off it never does, so the order
+		// of what is logged below differs if it hands one on wrongly).
+		change("a timer sends two datagrams at once, others fire at that instant", func(t *testing.T, w *fastWorld) {
+			send := func(dst netip.Addr, sport uint16) {
+				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, sport, 9000, []byte("datagram 0 of a flow"))
+				require.NoError(t, err)
+				_, err = w.r.Client.Netns.Send(ip)
+				require.NoError(t, err)
+			}
+			logAt := func(what string) stepTimer {
+				return func(dw *datapath.Walk) { w.delivered = append(w.delivered, fmt.Sprintf("%v %s", dw.Now(), what)) }
+			}
+			e, eth0 := w.r.World.Engine, w.r.Client.Netns.Device("eth0")
+			for i := range 6 {
+				e.ScheduleTimer(time.Millisecond, stepTimer(func(*datapath.Walk) {
+					send(w.r.Web1.IP, 42000)
+					if i%2 == 0 {
+						send(w.r.Web1.IP, 42000)
+					} else {
+						send(w.r.Web2.IP, 42001)
+					}
+				}))
+				e.ScheduleTimer(time.Millisecond, logAt("timer due with the datagrams"))
+				if i >= 4 {
+					// Due after the sending timer, before what it sent:
+					// the client's eth0 is down when they leave.
+					e.ScheduleTimer(time.Millisecond, stepTimer(func(*datapath.Walk) { eth0.SetUp(false) }))
+					e.ScheduleTimer(2*time.Millisecond, stepTimer(func(*datapath.Walk) { eth0.SetUp(true) }))
+				}
+				e.ScheduleTimer(time.Millisecond+w.r.Segment(scenarios.UnderlaySegment).Latency, logAt("timer due with the underlay's frame"))
+				require.NoError(t, w.r.World.Run())
+			}
+			udp("", web1, 42000, 2).do(t, w)
+		}),
+		change("a timer due in the past sends a datagram, RunUntil stopping before now", func(t *testing.T, w *fastWorld) {
+			e := w.r.World.Engine
+			ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 0 of a flow"))
+			require.NoError(t, err)
+			e.ScheduleTimer(-time.Millisecond, stepTimer(func(*datapath.Walk) {
+				_, err := w.r.Client.Netns.Send(ip)
+				require.NoError(t, err)
+			}))
+			require.NoError(t, e.RunUntil(e.Now()-time.Millisecond))
+			w.delivered = append(w.delivered, fmt.Sprintf("stopped at %v pending %d", e.Now(), e.Pending()))
+			require.NoError(t, w.r.World.Run())
+		}),
 		fastStep{"delete web-2", func(t *testing.T, w *fastWorld) {
 			require.NoError(t, w.r.DeletePod("net", "web-2"))
 			require.NoError(t, w.r.Settle())
@@ -467,4 +520,27 @@ func TestFastPathEquivalence(t *testing.T) {
 	require.Zero(t, slow.hits(), "the fast path is off in the slow world")
 	t.Log("replayed", fast.hits())
 	require.Greater(t, fast.hits(), uint64(300), "the fast world replayed most events")
+}
+
+// TestHandedOnEventsCountTowardTheLimit: an event handed on to run right
+// after the one that scheduled it (not through the queue) is one of
+// Run's MaxEvents, so a limit stops the walk where it stops with the fast
+// path off, where every event is queued.
+func TestHandedOnEventsCountTowardTheLimit(t *testing.T) {
+	for limit := 1; limit <= 8; limit++ {
+		var got []string
+		for _, fast := range []bool{false, true} {
+			w := newFastWorld(t, fast)
+			udp := sendUDP(w.r.Client.Netns, w.r.Client.IP, w.r.Web1.IP, 42000, 9000, 2)
+			udp(t, w)
+			w.r.World.MaxEvents = limit
+			ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 0 of a flow"))
+			require.NoError(t, err)
+			_, err = w.r.Client.Netns.Send(ip)
+			require.NoError(t, err)
+			err = w.r.World.Run()
+			got = append(got, fmt.Sprintf("%v pending %d\n%s", err, w.r.World.Pending(), w.dump()))
+		}
+		require.Equal(t, got[0], got[1], "limit %d", limit)
+	}
 }
