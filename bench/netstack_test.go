@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"context"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"testing"
 
 	"github.com/kubewalk/kubewalk/scenarios"
@@ -124,3 +128,81 @@ func BenchmarkNetstackLookup(b *testing.B) {
 	lookup()
 	loop(b, "cpu-ns/lookup", lookup)
 }
+
+// The floor under BenchmarkNetstackGETPersistent: the same client and
+// server (net/http's Transport with the Transport settings of
+// Stack.Transport, http.Server with NginxHandler, the same request and
+// response bytes) without the simulation, over the kernel's loopback
+// (real sockets; the kernel's CPU time is in the process's) and over
+// net.Pipe (no kernel, no copies beyond net/http's own). What is left is
+// net/http itself on this machine.
+
+func floorTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         dial,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 16,
+		ForceAttemptHTTP2:   false,
+	}}
+}
+
+func floorServe(b *testing.B, ln net.Listener) {
+	srv := &http.Server{Handler: netstack.NginxHandler(nil), ErrorLog: log.New(io.Discard, "", 0)}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+}
+
+// BenchmarkHTTPLoopbackGETPersistent is a kept-alive GET over kernel
+// loopback TCP sockets.
+func BenchmarkHTTPLoopbackGETPersistent(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	floorServe(b, ln)
+	var d net.Dialer
+	c := floorTransport(d.DialContext)
+	url := "http://" + ln.Addr().String() + "/"
+	get(b, c, url)
+	loop(b, "cpu-ns/GET", func() { get(b, c, url) })
+}
+
+// BenchmarkHTTPPipeGETPersistent is a kept-alive GET over net.Pipe.
+func BenchmarkHTTPPipeGETPersistent(b *testing.B) {
+	ln := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+	floorServe(b, ln)
+	c := floorTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		client, server := net.Pipe()
+		select {
+		case ln.conns <- server:
+			return client, nil
+		case <-ln.done:
+			return nil, net.ErrClosed
+		}
+	})
+	get(b, c, "http://10.111.80.136/")
+	loop(b, "cpu-ns/GET", func() { get(b, c, "http://10.111.80.136/") })
+}
+
+// pipeListener accepts the server ends of net.Pipe connections.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(10, 244, 2, 3), Port: 80} }

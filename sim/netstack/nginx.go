@@ -40,10 +40,15 @@ gVisor TCP/IP stack on the simulated network.</p>
 // HEAD of / (or /index.html) give the welcome page with nginx's headers
 // (Server, Date on the world's clock, Content-Type text/html,
 // Content-Length, Last-Modified, ETag, Accept-Ranges); other paths give
-// nginx's 404 page; other methods 405.
+// nginx's 404 page; other methods 405. With s nil the handler serves
+// outside any world (over real sockets, say) and its Date is Epoch.
 func NginxHandler(s *Stack) http.Handler {
 	modified := Epoch
-	return &nginx{s: s,
+	var date []string
+	if s == nil {
+		date = []string{Epoch.UTC().Format(http.TimeFormat)}
+	}
+	return &nginx{s: s, date: date,
 		lastModified: []string{modified.UTC().Format(http.TimeFormat)},
 		etag:         []string{`"` + strconv.FormatInt(modified.Unix(), 16) + "-" + strconv.FormatInt(int64(len(nginxWelcome)), 16) + `"`},
 	}
@@ -71,6 +76,9 @@ type nginx struct {
 
 // dateHeader is the Date header for the world's current time.
 func (n *nginx) dateHeader() []string {
+	if n.s == nil {
+		return n.date // set once by NginxHandler
+	}
 	d := n.s.d
 	d.lock()
 	defer d.unlock()
