@@ -335,9 +335,46 @@ func restamp(tcp header.TCP, d uint32) bool {
 }
 
 // hasSACK reports whether the segment carries SACK blocks (a duplicate
-// ACK for out-of-order data).
-func hasSACK(tcp header.TCP) bool {
-	return len(tcp.Options()) > 0 && len(header.ParseTCPOptions(tcp.Options()).SACKBlocks) > 0
+// ACK for out-of-order data): what len(header.ParseTCPOptions(opts).
+// SACKBlocks) > 0 says, the same walk over the options without building
+// them.
+func hasSACK(tcp header.TCP) bool { return optsHaveSACK(tcp.Options()) }
+
+func optsHaveSACK(b []byte) bool {
+	blocks := false
+	for i := 0; i < len(b); {
+		switch b[i] {
+		case header.TCPOptionEOL:
+			return blocks
+		case header.TCPOptionNOP:
+			i++
+		case header.TCPOptionTS:
+			if i+10 > len(b) || b[i+1] != 10 {
+				return blocks
+			}
+			i += 10
+		case header.TCPOptionSACK:
+			if i+2 > len(b) {
+				return blocks
+			}
+			l := int(b[i+1])
+			if i+l > len(b) || (l-2)%8 != 0 {
+				return blocks
+			}
+			blocks = l >= 10
+			i += l
+		default:
+			if i+2 > len(b) {
+				return blocks
+			}
+			l := int(b[i+1])
+			if l < 2 || i+l > len(b) {
+				return blocks
+			}
+			i += l
+		}
+	}
+	return blocks
 }
 
 // seqAfter reports a > b in sequence space.

@@ -51,6 +51,11 @@ type Stack struct {
 	resolv *dns.ResolvConf
 	rng    *randv2.Rand
 
+	// ipv4 is the stack's IPv4 protocol (its Parse, for directTCP);
+	// bcast holds the subnet broadcast addresses of the stack's addresses.
+	ipv4  stack.NetworkProtocol
+	bcast map[[4]byte]bool
+
 	// acks is the delayed-ACK state of the stack's TCP connections
 	// (delack.go).
 	acks map[connKey]*ackState
@@ -97,6 +102,7 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 	s.st.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	s.st.SetPortRange(32768, 60999) // net.ipv4.ip_local_port_range
 	s.tcp = s.st.TransportProtocolInstance(tcp.ProtocolNumber)
+	s.ipv4 = s.st.NetworkProtocolInstance(ipv4.ProtocolNumber)
 	// The processors stay paused except inside a barrier.
 	s.tcp.Pause()
 	if err := s.syncLocked(); err != nil {
@@ -165,6 +171,21 @@ func (s *Stack) syncLocked() error {
 	for _, a := range s.ns.Addrs() {
 		if l := s.nics[a.Dev]; l != nil {
 			want[a.Prefix.Addr().As4()] = l
+		}
+	}
+	// The subnet broadcast addresses, as gVisor's IPv4 sees them: none
+	// for a /31 or /32.
+	if s.bcast == nil {
+		s.bcast = map[[4]byte]bool{}
+	}
+	clear(s.bcast)
+	for _, a := range s.ns.Addrs() {
+		if s.nics[a.Dev] != nil && a.Prefix.Bits() < 31 {
+			b := a.Prefix.Addr().As4()
+			for i := a.Prefix.Bits(); i < 32; i++ {
+				b[i/8] |= 0x80 >> (i % 8)
+			}
+			s.bcast[b] = true
 		}
 	}
 	for a, l := range s.byAddr {
@@ -245,7 +266,8 @@ func (o *owner) Name() string { return "netstack" }
 
 // Deliver implements datapath.SocketOwner: the packet is copied into a
 // gVisor packet buffer and handed to the NIC of the device that holds its
-// destination address (or that it came in on), on the event loop.
+// destination address (or that it came in on), on the event loop (most TCP
+// segments straight to gVisor's TCP: directTCP).
 func (o *owner) Deliver(w *datapath.Walk, dev *datapath.Device, p *datapath.Packet) bool {
 	s := o.s
 	if s.closed {
@@ -253,6 +275,7 @@ func (o *owner) Deliver(w *datapath.Walk, dev *datapath.Device, p *datapath.Pack
 	}
 	ip := p.IPv4()
 	l := s.byAddr[[4]byte(ip[16:20])]
+	local := l != nil
 	if l == nil {
 		l = s.nics[dev]
 	}
@@ -261,11 +284,60 @@ func (o *owner) Deliver(w *datapath.Walk, dev *datapath.Device, p *datapath.Pack
 	}
 	s.ackInput(ip)
 	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(ip)})
-	l.disp.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
+	// Checksums the simulation computed and nothing corrupted since are
+	// not verified again, as Linux trusts them across a veth
+	// (CHECKSUM_UNNECESSARY) and a NIC with receive offload does across a
+	// wire; gVisor verifies the rest (a Corrupt probe's bytes, a frame
+	// injected on a device).
+	pkt.RXChecksumValidated = p.CsumValid
+	if local && l.tdisp != nil && s.directTCP(ip) {
+		s.deliverTCP(l, pkt)
+	} else {
+		l.disp.DeliverNetworkPacket(header.IPv4ProtocolNumber, pkt)
+	}
 	pkt.DecRef()
 	p.Release()
 	s.dirty = true
 	return true
+}
+
+// directTCP reports whether ip is a TCP segment the stack's IP layer would
+// only pass up to TCP: a valid IPv4 header without options and with a
+// correct checksum, not a fragment, to an address of the stack's (not a
+// broadcast one), from an address that is not a broadcast, multicast or
+// loopback one. The namespace already did what the kernel's IP input does
+// before local delivery (routing, netfilter, the local-address check); the
+// gVisor stack's IP layer would only repeat it (its own iptables and
+// nftables are empty, it forwards nothing, no raw socket is open), so such
+// a segment goes straight to gVisor's TCP demultiplexer (deliverTCP).
+// Everything else takes gVisor's IP input.
+func (s *Stack) directTCP(ip header.IPv4) bool {
+	if len(ip) < header.IPv4MinimumSize || ip[0] != 0x45 || !ip.IsValid(len(ip)) ||
+		ip.Protocol() != uint8(header.TCPProtocolNumber) || ip.More() || ip.FragmentOffset() != 0 {
+		return false
+	}
+	src := [4]byte(ip[12:16])
+	if src[0] == 127 || src[0]&0xf0 == 0xe0 || src == [4]byte{255, 255, 255, 255} || s.bcast[src] {
+		return false
+	}
+	if s.bcast[[4]byte(ip[16:20])] {
+		return false
+	}
+	return ip.IsChecksumValid()
+}
+
+// deliverTCP hands a segment directTCP accepted to gVisor's transport
+// layer, parsed as its IP input would have it (network and TCP headers
+// consumed, the data capped to the IP total length, the NIC it arrived on).
+// A segment no endpoint wants is answered by gVisor's TCP (a RST), as from
+// its IP input.
+func (s *Stack) deliverTCP(l *link, pkt *stack.PacketBuffer) {
+	if _, _, ok := s.ipv4.Parse(pkt); !ok {
+		return
+	}
+	pkt.NICID, pkt.InputNICID = l.id, l.id
+	s.st.ParsePacketBufferTransport(header.TCPProtocolNumber, pkt)
+	l.tdisp.DeliverTransportPacket(header.TCPProtocolNumber, pkt)
 }
 
 // send hands p to the namespace's output path, traced when the stack is.
@@ -284,6 +356,9 @@ type link struct {
 	dev  *datapath.Device
 	id   tcpip.NICID
 	disp stack.NetworkDispatcher
+	// tdisp is the NIC's transport dispatcher (the NIC gVisor attaches
+	// is both), for the segments that skip the IP layer (directTCP).
+	tdisp stack.TransportDispatcher
 }
 
 var _ stack.LinkEndpoint = (*link)(nil)
@@ -307,7 +382,10 @@ func (l *link) SetLinkAddress(tcpip.LinkAddress) {}
 func (l *link) Capabilities() stack.LinkEndpointCapabilities { return 0 }
 
 // Attach implements stack.LinkEndpoint.
-func (l *link) Attach(d stack.NetworkDispatcher) { l.disp = d }
+func (l *link) Attach(d stack.NetworkDispatcher) {
+	l.disp = d
+	l.tdisp, _ = d.(stack.TransportDispatcher)
+}
 
 // IsAttached implements stack.LinkEndpoint.
 func (l *link) IsAttached() bool { return l.disp != nil }
@@ -338,11 +416,8 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 	s := l.s
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
-		v := pkt.ToView() // a pooled copy of the whole packet
 		p := s.ns.Engine().Pool.Get()
-		ok := p.SetIPPacket(v.AsSlice())
-		v.Release()
-		if !ok {
+		if !copyPacket(p, pkt) {
 			p.Release()
 			return n, &tcpip.ErrMessageTooLong{}
 		}
@@ -352,4 +427,29 @@ func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
 		n++
 	}
 	return n, nil
+}
+
+// copyPacket copies the IP packet pkt holds into p's frame, behind a
+// zeroed Ethernet header, straight from gVisor's views; false when it does
+// not fit.
+func copyPacket(p *datapath.Packet, pkt *stack.PacketBuffer) bool {
+	size := pkt.Size()
+	if size+datapath.EthHdrLen > datapath.MaxFrame || !p.SetIPPacket(nil) {
+		return false
+	}
+	// The frame's buffer runs on behind its (empty) IP packet: fill it,
+	// then set the packet to those bytes in place.
+	dst := p.IPv4()[:size]
+	vl, off := pkt.AsViewList()
+	n := 0
+	for v := vl.Front(); v != nil && n < size; v = v.Next() {
+		b := v.AsSlice()
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		n += copy(dst[n:], b[off:])
+		off = 0
+	}
+	return n == size && p.SetIPPacket(dst)
 }
