@@ -21,16 +21,30 @@ var Epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 // netstack call), so they need no lock of their own.
 type clock struct {
 	d *driver
+	// The last readings and the virtual time they are for: gVisor reads
+	// the clock many times per segment, mostly at one instant, and
+	// MonotonicTime.Add is a round trip through time.Time.
+	at, monoAt time.Duration
+	now        time.Time
+	mono       tcpip.MonotonicTime
 }
 
 var _ tcpip.Clock = (*clock)(nil)
 
 // Now implements tcpip.Clock.
-func (c *clock) Now() time.Time { return Epoch.Add(c.d.e.Now()) }
+func (c *clock) Now() time.Time {
+	if t := c.d.e.Now(); t != c.at || c.now.IsZero() {
+		c.at, c.now = t, Epoch.Add(t)
+	}
+	return c.now
+}
 
 // NowMonotonic implements tcpip.Clock.
 func (c *clock) NowMonotonic() tcpip.MonotonicTime {
-	return tcpip.MonotonicTime{}.Add(c.d.e.Now())
+	if t := c.d.e.Now(); t != c.monoAt || c.mono == (tcpip.MonotonicTime{}) {
+		c.monoAt, c.mono = t, tcpip.MonotonicTime{}.Add(t)
+	}
+	return c.mono
 }
 
 // AfterFunc implements tcpip.Clock: f runs on the event loop after d of

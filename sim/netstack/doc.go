@@ -31,13 +31,18 @@
 // The namespace keeps doing everything below the socket layer: devices,
 // bridge, netfilter and conntrack, routing, ARP, VXLAN. Local delivery hands
 // the stack every TCP and UDP packet and every ICMP message except echo
-// requests (datapath.SocketOwner); what the stack writes enters the
-// namespace's output path as locally generated packets (OUTPUT, routing,
-// POSTROUTING, neighbour). The stack's picture of the namespace is the
-// namespace's own: one gVisor NIC per device with the device's MTU (read
-// live, so the MSS behind flannel is 1450-40 = 1410), the device's
-// addresses, and the namespace's routing table, copied again at every
-// Dial, Listen and ListenPacket. ISNs, ephemeral ports (32768-60999) and
+// requests (datapath.SocketOwner); a TCP segment to one of the stack's
+// addresses that gVisor's IPv4 input would only pass up (no IP options,
+// not a fragment, no broadcast, multicast or loopback source) goes
+// straight to gVisor's TCP, the rest through its IPv4 input; checksums
+// the simulation computed and nothing corrupted since are not verified
+// again (as Linux trusts them across a veth), others are. What the stack
+// writes enters the namespace's output path as locally generated packets
+// (OUTPUT, routing, POSTROUTING, neighbour). The stack's picture of the
+// namespace is the namespace's own: one gVisor NIC per device with the
+// device's MTU (read live, so the MSS behind flannel is 1450-40 = 1410),
+// the device's addresses, and the namespace's routing table, copied again
+// at every Dial, Listen and ListenPacket. ISNs, ephemeral ports (32768-60999) and
 // TCP secrets come from a random source seeded by the world's seed and the
 // namespace's name.
 //
@@ -120,14 +125,15 @@
 //     order.
 //   - After a step that touched a stack (delivered a packet, fired a
 //     timer, passed a deadline, or saw an application call), the driver
-//     releases the lock and yields (runtime.Gosched) until a round (two
-//     with GOMAXPROCS > 1) passes in which no goroutine entered or left a
-//     netstack call and the scheduler reports no goroutine ready to run
-//     (runtime/metrics /sched/goroutines/runnable): the goroutines the
-//     step woke (a reader, net/http's readLoop and writeLoop, a server's
-//     handler) have all reached their next blocking point before the next
-//     event runs. A step that touched no stack (a frame moving from one
-//     device to the next) cannot have woken anyone and goes straight on.
+//     releases the lock and yields (runtime.Gosched) until a round passes
+//     in which the scheduler reports no goroutine ready to run
+//     (runtime/metrics /sched/goroutines/runnable; with GOMAXPROCS > 1,
+//     two rounds in a row in which, also, no goroutine entered or left a
+//     netstack call): the goroutines the step woke (a reader, net/http's
+//     readLoop and writeLoop, a server's handler) have all reached their
+//     next blocking point before the next event runs. A step that touched
+//     no stack (a frame moving from one device to the next) cannot have
+//     woken anyone and goes straight on.
 //   - Only one world drives at a time in a process.
 //
 // What is guaranteed: with GOMAXPROCS=1 (go test -cpu 1, or

@@ -130,11 +130,19 @@ func (d *driver) settle() {
 			d.mu.Unlock()
 			runtime.Gosched()
 			d.mu.Lock()
-			if b := d.activity.Load(); b != a || othersReady() {
-				a, quiet = b, 0
+			// On one processor the runnable count alone tells: the
+			// goroutines that ran during the yield (activity moved)
+			// have all blocked again when none is ready. With more, a
+			// goroutine that just entered or left a call may still be
+			// running on another processor: a round with activity
+			// does not count.
+			b := d.activity.Load()
+			if othersReady() || (b != a && d.procs > 1) {
+				quiet = 0
 			} else {
 				quiet++
 			}
+			a = b
 		}
 		d.seen = a
 	}
@@ -208,7 +216,8 @@ func (d *driver) parallelCheck() bool {
 // quietRounds is how many rounds in a row must show nothing moving. On
 // one processor the scheduler's runnable count is exact while the driver
 // runs (nothing else can touch the run queue), so one round after a yield
-// suffices; with more, two.
+// that shows no goroutine ready suffices; with more, two rounds in which
+// no goroutine was ready and none entered or left a netstack call.
 func (d *driver) quietRounds() int {
 	if d.procs == 1 {
 		return 1
@@ -306,23 +315,45 @@ func (d *driver) releasedChan() chan struct{} {
 	return d.released
 }
 
+// task is the work do runs on a worker goroutine: run does it, and
+// giveUp makes a run blocked for good return promptly (cancels its
+// context).
+type task interface {
+	run()
+	giveUp()
+}
+
+// funcTask is a task of two functions (onIdle may be nil).
+type funcTask struct{ f, onIdle func() }
+
+func (t *funcTask) run() { t.f() }
+
+func (t *funcTask) giveUp() { t.onIdle() }
+
 // do runs f on a new goroutine and drives the world until f returns. If
 // the world idles first, onIdle (when not nil) is called once to make f
 // give up (cancel its context) and the world is driven until f returns,
 // and the idle error is returned; without onIdle the idle error is
 // returned at once and f stays blocked. Called without d.mu.
 func (d *driver) do(f func(), onIdle func()) error {
-	j := &job{f: f, d: d, done: make(chan struct{})}
+	return d.doTask(&funcTask{f: f, onIdle: onIdle}, onIdle != nil)
+}
+
+// doTask is do for a task, whose giveUp is called on idle when canGiveUp
+// is set.
+func (d *driver) doTask(t task, canGiveUp bool) error {
+	j := newJob(d, t)
+	defer j.release()
 	startJob(j)
-	done, finished := j.done, &j.finished
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var idle error
-	for !finished.Load() {
+	for !j.finished.Load() {
 		if d.driving {
 			// Someone else drives (f's caller is itself inside a
 			// drive): wait for f or for the driver to stop.
 			rel := d.releasedChan()
+			done := j.doneChan()
 			d.mu.Unlock()
 			d.activity.Add(1)
 			select {
@@ -334,15 +365,15 @@ func (d *driver) do(f func(), onIdle func()) error {
 			continue
 		}
 		d.driving = true
-		err := d.driveLocked(finished.Load, true)
+		err := d.driveLocked(j.isFinished, true)
 		d.release()
 		if err == nil {
 			continue
 		}
-		if idle == nil && onIdle != nil {
+		if idle == nil && canGiveUp {
 			idle = err
 			d.mu.Unlock()
-			onIdle()
+			t.giveUp()
 			d.mu.Lock()
 			continue
 		}
@@ -352,6 +383,7 @@ func (d *driver) do(f func(), onIdle func()) error {
 			return err
 		}
 		// f was told to give up and returns promptly without the world.
+		done := j.doneChan()
 		d.mu.Unlock()
 		<-done
 		d.mu.Lock()
@@ -372,21 +404,71 @@ func (d *driver) unlock() {
 	d.activity.Add(1)
 }
 
-// job is one function do runs on a worker goroutine.
+// job is one task do runs on a worker goroutine. Jobs are reused: the
+// worker and the do that started it each hold a reference, and the last to
+// let go puts it back.
 type job struct {
-	f        func()
+	t        task
 	d        *driver
 	finished atomic.Bool
-	done     chan struct{} // closed when f has returned
+	// isFinished is finished.Load, made once per job (a method value
+	// made per drive would be allocated).
+	isFinished func() bool
+	refs       atomic.Int32
+
+	mu   sync.Mutex
+	done chan struct{} // made by a do that must wait for the task; closed when it ends
+}
+
+var freeJobs sync.Pool
+
+func newJob(d *driver, t task) *job {
+	j, _ := freeJobs.Get().(*job)
+	if j == nil {
+		j = &job{}
+		j.isFinished = j.finished.Load
+	}
+	j.t, j.d, j.done = t, d, nil
+	j.finished.Store(false)
+	j.refs.Store(2)
+	return j
+}
+
+// release drops a reference to j.
+func (j *job) release() {
+	if j.refs.Add(-1) == 0 {
+		j.t, j.d, j.done = nil, nil, nil
+		freeJobs.Put(j)
+	}
+}
+
+// doneChan returns a channel closed once the task has returned.
+func (j *job) doneChan() <-chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.finished.Load() {
+		return closedChan
+	}
+	if j.done == nil {
+		j.done = make(chan struct{})
+	}
+	return j.done
 }
 
 func (j *job) run() {
 	defer func() {
+		d := j.d
+		j.mu.Lock()
 		j.finished.Store(true)
-		j.d.activity.Add(1)
-		close(j.done)
+		done := j.done
+		j.mu.Unlock()
+		d.activity.Add(1)
+		if done != nil {
+			close(done)
+		}
+		j.release()
 	}()
-	j.f()
+	j.t.run()
 }
 
 // workers keeps goroutines that ran a job parked for the next one, so a

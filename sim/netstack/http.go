@@ -82,15 +82,57 @@ const (
 	fromContext            // the request context's own deadline
 )
 
-// exchange is one RoundTrip's virtual deadline, armed until the body is
-// read to its end or closed.
+// exchange is one RoundTrip: its virtual deadline, armed until the body is
+// read to its end or closed, and the calls it has a worker make (the
+// exchange is the worker's task, so a call allocates no closure).
 type exchange struct {
 	d        *driver
 	cancel   context.CancelCauseFunc
 	tm       *vtimer
 	from     int
 	timedOut bool // under d.mu
+
+	// The call the worker makes (op), its arguments and results.
+	op   int
+	t    *http.Transport
+	req  *http.Request
+	resp *http.Response
+	p    []byte
+	n    int
+	err  error
+
+	body body // the response's Body
 }
+
+// The calls an exchange's worker makes.
+const (
+	opRoundTrip = iota
+	opRead
+	opClose
+)
+
+// run implements task.
+func (x *exchange) run() {
+	switch x.op {
+	case opRoundTrip:
+		x.resp, x.err = x.t.RoundTrip(x.req)
+	case opRead:
+		b := &x.body
+		x.n, x.err = b.rc.Read(x.p)
+		if x.err == nil && int64(x.n) == b.left && x.n < len(x.p) {
+			// The last bytes: read the io.EOF now too, in the same
+			// drive (it does not block).
+			var m int
+			m, x.err = b.rc.Read(x.p[x.n:])
+			x.n += m
+		}
+	case opClose:
+		x.err = x.body.rc.Close()
+	}
+}
+
+// giveUp implements task: the request's context is cancelled.
+func (x *exchange) giveUp() { x.cancel(nil) }
 
 func (x *exchange) expired() bool {
 	x.d.lock()
@@ -150,9 +192,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		x.tm.Reset(in)
 		d.unlock()
 	}
-	var resp *http.Response
-	var err error
-	idle := d.do(func() { resp, err = t.inner.RoundTrip(req.WithContext(ctx)) }, func() { cancel(nil) })
+	x.op, x.t, x.req = opRoundTrip, t.inner, req.WithContext(ctx)
+	idle := d.doTask(x, true)
+	resp, err := x.resp, x.err
+	x.t, x.req, x.resp, x.err = nil, nil, nil, nil
 	switch {
 	case (err != nil || idle != nil) && x.expired():
 		if resp != nil {
@@ -170,7 +213,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		x.stop()
 		return nil, err
 	}
-	resp.Body = &body{d: d, rc: resp.Body, x: x, left: resp.ContentLength}
+	x.body = body{d: d, rc: resp.Body, x: x, left: resp.ContentLength}
+	resp.Body = &x.body
 	return resp, nil
 }
 
@@ -193,19 +237,12 @@ func (b *body) Read(p []byte) (int, error) {
 		n, err := b.rc.Read(p)
 		return b.account(n, err)
 	}
-	var n int
-	var err error
-	f := func() {
-		n, err = b.rc.Read(p)
-		if err == nil && int64(n) == b.left && n < len(p) {
-			// The last bytes: read the io.EOF now too, in the same
-			// drive (it does not block).
-			var m int
-			m, err = b.rc.Read(p[n:])
-			n += m
-		}
-	}
-	if idle := b.d.do(f, func() { b.x.cancel(nil) }); idle != nil {
+	x := b.x
+	x.op, x.p = opRead, p
+	idle := b.d.doTask(x, true)
+	n, err := x.n, x.err
+	x.p, x.n, x.err = nil, 0, nil
+	if idle != nil {
 		return n, idle
 	}
 	return b.account(n, err)
@@ -233,7 +270,9 @@ func (b *body) Close() error {
 	if b.eof {
 		err = b.rc.Close() // read to its end: nothing left to drive
 	} else {
-		_ = b.d.do(func() { err = b.rc.Close() }, func() { b.x.cancel(nil) })
+		b.x.op = opClose
+		_ = b.d.doTask(b.x, true)
+		err, b.x.err = b.x.err, nil
 	}
 	b.x.stop()
 	return err

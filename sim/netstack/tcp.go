@@ -23,6 +23,7 @@ import (
 type TCPConn struct {
 	sock
 	laddr, raddr *net.TCPAddr
+	rto          error // readTimeout's error, under the world lock
 }
 
 var _ net.Conn = (*TCPConn)(nil)
@@ -39,12 +40,32 @@ func (c *TCPConn) opErr(op string, err error) error {
 func (c *TCPConn) Read(b []byte) (int, error) {
 	c.enter()
 	defer c.leaveQuiet()
+	if c.rd.passed() && !isClosed(c.closed) {
+		// A read after its deadline (net/http's server ends the
+		// background read it starts for every request this way): kept
+		// out of read, whose frame would grow a fresh goroutine's stack.
+		return 0, c.readTimeout()
+	}
+	return c.read(b)
+}
+
+// readTimeout is the error of a read past its deadline, made once per
+// connection: "read tcp 10.244.1.3:80->10.244.2.5:41234: i/o timeout".
+func (c *TCPConn) readTimeout() error {
+	if c.rto == nil {
+		c.rto = c.opErr("read", os.ErrDeadlineExceeded)
+	}
+	return c.rto
+}
+
+// read is Read with the world lock held.
+func (c *TCPConn) read(b []byte) (int, error) {
 	for {
 		if isClosed(c.closed) {
 			return 0, c.opErr("read", net.ErrClosed)
 		}
 		if c.rd.passed() {
-			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+			return 0, c.readTimeout()
 		}
 		c.sw = tcpip.SliceWriter(b)
 		res, err := c.ep.Read(&c.sw, tcpip.ReadOptions{})

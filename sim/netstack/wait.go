@@ -17,16 +17,23 @@ import (
 type deadline struct {
 	t       *vtimer
 	expired bool
-	ch      chan struct{} // closed when the deadline passes
+	// ch is closed when the deadline passes while a wait selects on it
+	// (waiters counts those waits); a channel nobody waited on when the
+	// deadline passed stays open and serves the next arming, so that
+	// setting, passing and clearing a deadline nobody waits on (net/http's
+	// server does that around every request) allocates nothing.
+	ch      chan struct{}
+	waiters int
 }
+
+// closedChan is the done channel of a deadline that passed while its own
+// channel stayed open.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // set arms the deadline. Called with d.mu held.
 func (dl *deadline) set(d *driver, at time.Time) {
 	if dl.t != nil {
 		dl.t.Stop()
-	}
-	if dl.expired || dl.ch == nil {
-		dl.ch = make(chan struct{})
 	}
 	dl.expired = false
 	if at.IsZero() {
@@ -42,10 +49,7 @@ func (dl *deadline) set(d *driver, at time.Time) {
 
 // setAfter arms the deadline to pass after in of virtual time.
 func (dl *deadline) setAfter(d *driver, in time.Duration) {
-	if dl.ch == nil || dl.expired {
-		dl.ch = make(chan struct{})
-		dl.expired = false
-	}
+	dl.expired = false
 	if dl.t == nil {
 		dl.t = &vtimer{d: d, f: func() { dl.expire(d) }}
 	}
@@ -57,18 +61,34 @@ func (dl *deadline) expire(d *driver) {
 		return
 	}
 	dl.expired = true
-	if dl.ch == nil {
-		dl.ch = make(chan struct{})
+	if dl.ch != nil && dl.waiters > 0 {
+		close(dl.ch)
+		dl.ch = nil
 	}
-	close(dl.ch)
 	d.kick = true
 }
 
-func (dl *deadline) done() <-chan struct{} {
-	if dl == nil {
+// wait returns the channel closed when the deadline passes (nil for no
+// deadline socket) and counts the caller as waiting on it until it calls
+// unwait. Called with d.mu held.
+func (dl *deadline) wait() <-chan struct{} {
+	switch {
+	case dl == nil:
 		return nil
+	case dl.expired:
+		return closedChan
+	case dl.ch == nil:
+		dl.ch = make(chan struct{})
 	}
+	dl.waiters++
 	return dl.ch
+}
+
+// unwait ends a wait begun by wait. Called with d.mu held.
+func (dl *deadline) unwait() {
+	if dl != nil && dl.waiters > 0 {
+		dl.waiters--
+	}
 }
 
 func (dl *deadline) passed() bool { return dl != nil && dl.expired }
@@ -146,7 +166,7 @@ func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.Ev
 		if fg {
 			rel = d.releasedChan()
 		}
-		dch := dl.done()
+		dch := dl.wait()
 		d.mu.Unlock()
 		d.activity.Add(1)
 		select {
@@ -157,6 +177,9 @@ func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.Ev
 		}
 		d.activity.Add(1)
 		d.mu.Lock()
+		if dch != closedChan {
+			dl.unwait()
+		}
 	}
 }
 

@@ -1,0 +1,109 @@
+package netstack
+
+import (
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/stretchr/testify/require"
+	"gvisor.dev/gvisor/pkg/tcpip"
+)
+
+// TestReadTimeoutNoAllocs: net/http's server ends the background read of
+// every request by setting a read deadline in the past, reading, and
+// clearing the deadline; on a socket nobody else waits on that allocates
+// nothing (the deadline's channel is kept, the error made once).
+func TestReadTimeoutNoAllocs(t *testing.T) {
+	r, err := scenarios.NewReference(1)
+	require.NoError(t, err)
+	web, err := AttachPod(r.World, r.Web2)
+	require.NoError(t, err)
+	client, err := AttachPod(r.World, r.Client)
+	require.NoError(t, err)
+	ln, err := web.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	conn, err := client.Dial("tcp", r.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer conn.Close()
+	past := time.Unix(1, 0)
+	buf := make([]byte, 1)
+	var first error
+	allocs := testing.AllocsPerRun(50, func() {
+		conn.SetReadDeadline(past)
+		_, err := conn.Read(buf)
+		if first == nil {
+			first = err
+		}
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+		conn.SetReadDeadline(time.Time{})
+	})
+	require.Zero(t, allocs)
+	var ne net.Error
+	require.ErrorAs(t, first, &ne)
+	require.True(t, ne.Timeout())
+	require.Equal(t, "read tcp "+conn.LocalAddr().String()+"->"+r.Web2.IP.String()+":9000: i/o timeout", first.Error())
+}
+
+// TestDeadlineWakesBlockedRead: a deadline set while a read is blocked
+// without one wakes it when it passes (net/http's server aborts its
+// background read this way).
+func TestDeadlineWakesBlockedRead(t *testing.T) {
+	r, err := scenarios.NewReference(1)
+	require.NoError(t, err)
+	web, err := AttachPod(r.World, r.Web2)
+	require.NoError(t, err)
+	client, err := AttachPod(r.World, r.Client)
+	require.NoError(t, err)
+	ln, err := web.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	conn, err := client.Dial("tcp", r.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer conn.Close()
+	var accepted net.Conn
+	require.NoError(t, Do(r.World, func() { accepted, _ = ln.Accept() }))
+	require.NotNil(t, accepted)
+	defer accepted.Close()
+
+	// The accepted (background) side blocks in a read with no deadline;
+	// the client's read drives the world, and its deadline (2 s) is
+	// later than the one set on the blocked read (1 s from now).
+	errc := make(chan error, 1)
+	go func() {
+		_, err := accepted.Read(make([]byte, 1))
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	require.NoError(t, accepted.SetReadDeadline(time.Now().Add(time.Second)))
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(2*time.Second)))
+	start := r.World.Now()
+	_, err = conn.Read(make([]byte, 1))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	require.Equal(t, 2*time.Second, r.World.Now()-start)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "woken by the deadline set while it waited")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked read was not woken")
+	}
+}
+
+// TestClockReadings: the clock's cached readings follow the world's time.
+func TestClockReadings(t *testing.T) {
+	r, err := scenarios.NewReference(1)
+	require.NoError(t, err)
+	s, err := AttachPod(r.World, r.Client)
+	require.NoError(t, err)
+	c := s.st.Clock()
+	for _, step := range []time.Duration{0, time.Millisecond, 0, 3 * time.Second} {
+		require.NoError(t, r.World.Advance(step))
+		s.d.lock()
+		now, mono := c.Now(), c.NowMonotonic()
+		s.d.unlock()
+		require.Equal(t, Epoch.Add(r.World.Now()), now)
+		require.Equal(t, tcpip.MonotonicTime{}.Add(r.World.Now()), mono)
+	}
+}
