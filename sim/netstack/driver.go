@@ -422,6 +422,9 @@ type job struct {
 
 var freeJobs sync.Pool
 
+// closedChan is the done channel of a job that has already finished.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 func newJob(d *driver, t task) *job {
 	j, _ := freeJobs.Get().(*job)
 	if j == nil {

@@ -17,18 +17,14 @@ import (
 type deadline struct {
 	t       *vtimer
 	expired bool
-	// ch is closed when the deadline passes while a wait selects on it
-	// (waiters counts those waits); a channel nobody waited on when the
-	// deadline passed stays open and serves the next arming, so that
-	// setting, passing and clearing a deadline nobody waits on (net/http's
-	// server does that around every request) allocates nothing.
-	ch      chan struct{}
-	waiters int
+	// slots are the waits blocked on the deadline's socket: its passing
+	// notifies each, as a readiness event does, so a wait selects on no
+	// channel of the deadline's (and setting, passing and clearing a
+	// deadline allocates nothing: net/http's server does that around
+	// every request). A deadline set while a call is blocked wakes it
+	// when it passes.
+	slots []*waitSlot
 }
-
-// closedChan is the done channel of a deadline that passed while its own
-// channel stayed open.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // set arms the deadline. Called with d.mu held.
 func (dl *deadline) set(d *driver, at time.Time) {
@@ -61,33 +57,30 @@ func (dl *deadline) expire(d *driver) {
 		return
 	}
 	dl.expired = true
-	if dl.ch != nil && dl.waiters > 0 {
-		close(dl.ch)
-		dl.ch = nil
+	for _, ws := range dl.slots {
+		ws.notify()
 	}
 	d.kick = true
 }
 
-// wait returns the channel closed when the deadline passes (nil for no
-// deadline socket) and counts the caller as waiting on it until it calls
-// unwait. Called with d.mu held.
-func (dl *deadline) wait() <-chan struct{} {
-	switch {
-	case dl == nil:
-		return nil
-	case dl.expired:
-		return closedChan
-	case dl.ch == nil:
-		dl.ch = make(chan struct{})
+// add counts ws among the waits the deadline's passing wakes. Called with
+// d.mu held.
+func (dl *deadline) add(ws *waitSlot) {
+	if dl != nil {
+		dl.slots = append(dl.slots, ws)
 	}
-	dl.waiters++
-	return dl.ch
 }
 
-// unwait ends a wait begun by wait. Called with d.mu held.
-func (dl *deadline) unwait() {
-	if dl != nil && dl.waiters > 0 {
-		dl.waiters--
+// remove ends what add began. Called with d.mu held.
+func (dl *deadline) remove(ws *waitSlot) {
+	if dl == nil {
+		return
+	}
+	for i, x := range dl.slots {
+		if x == ws {
+			dl.slots = append(dl.slots[:i], dl.slots[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -114,6 +107,14 @@ type waitSlot struct {
 	e    waiter.Entry
 	ch   chan struct{}
 	busy bool
+}
+
+// notify wakes the wait blocked on ws, as the wait queue does.
+func (ws *waitSlot) notify() {
+	select {
+	case ws.ch <- struct{}{}:
+	default:
+	}
 }
 
 // wait blocks until ep reports one of the events in mask (checked with
@@ -162,24 +163,27 @@ func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.Ev
 			}
 			continue
 		}
-		var rel chan struct{}
+		dl.add(ws)
 		if fg {
-			rel = d.releasedChan()
-		}
-		dch := dl.wait()
-		d.mu.Unlock()
-		d.activity.Add(1)
-		select {
-		case <-ws.ch:
-		case <-dch:
-		case <-stop:
-		case <-rel:
+			rel := d.releasedChan()
+			d.mu.Unlock()
+			d.activity.Add(1)
+			select {
+			case <-ws.ch:
+			case <-stop:
+			case <-rel:
+			}
+		} else {
+			d.mu.Unlock()
+			d.activity.Add(1)
+			select {
+			case <-ws.ch:
+			case <-stop:
+			}
 		}
 		d.activity.Add(1)
 		d.mu.Lock()
-		if dch != closedChan {
-			dl.unwait()
-		}
+		dl.remove(ws)
 	}
 }
 
