@@ -73,12 +73,19 @@ type Engine struct {
 	// sequence). Timers, whatever their delay, go to the heap.
 	fifo  []nowEvent
 	fhead int
-	// headFifo says where head found the next event: the fifo's head
-	// (else the heap's top).
-	headFifo bool
-	fg       int // queued events that are not background
-	rng      *rand.Rand
-	Pool     Pool
+	// dq holds the packet events scheduled with one same delay, dDelay
+	// (set when dq is empty), in sequence order from dhead: their times
+	// ascend with the clock, so they need no heap either (a frame crossing
+	// the underlay waits its fixed latency). Not with the fast path off,
+	// which the fast path's equivalence test compares with.
+	dq     []nowEvent
+	dhead  int
+	dDelay time.Duration
+	// headSrc says where head found the next event.
+	headSrc uint8
+	fg      int // queued events that are not background
+	rng     *rand.Rand
+	Pool    Pool
 
 	// Walk is the context handed to stages.
 	walk Walk
@@ -227,18 +234,13 @@ func (k *qkey) before(o *qkey) bool {
 	return k.at < o.at || (k.at == o.at && k.seq < o.seq)
 }
 
-// fifoFirst reports whether the next event is the fifo's head rather than
-// the heap's top.
-func (e *Engine) fifoFirst() bool {
-	if e.fhead == len(e.fifo) {
-		return false
-	}
-	if len(e.queue) == 0 {
-		return true
-	}
-	f, h := &e.fifo[e.fhead], &e.queue[0]
-	return f.at < h.at || (f.at == h.at && f.seq < h.seq)
-}
+// Where the next event is (Engine.headSrc).
+const (
+	srcNone uint8 = iota
+	srcFifo
+	srcDq
+	srcHeap
+)
 
 // popSlot removes the heap's top key and returns the slot of its event,
 // which the caller reads and then hands to release.
@@ -285,7 +287,7 @@ func (e *Engine) release(s int32) {
 // Pending is the number of queued events (cancelled timers not yet
 // discarded included).
 func (e *Engine) Pending() int {
-	n := len(e.queue) + len(e.fifo) - e.fhead
+	n := len(e.queue) + len(e.fifo) - e.fhead + len(e.dq) - e.dhead
 	if e.next.kind != 0 {
 		n++
 	}
@@ -306,18 +308,27 @@ func (e *Engine) head() (time.Duration, bool) {
 		e.queueNext()
 	}
 	for {
-		e.headFifo = e.fifoFirst()
-		if e.headFifo {
-			return e.fifo[e.fhead].at, true
+		src, at, seq := srcNone, time.Duration(0), uint64(0)
+		if e.fhead < len(e.fifo) {
+			f := &e.fifo[e.fhead]
+			src, at, seq = srcFifo, f.at, f.seq
 		}
-		if len(e.queue) == 0 {
-			return 0, false
+		if e.dhead < len(e.dq) {
+			if d := &e.dq[e.dhead]; src == srcNone || d.at < at || (d.at == at && d.seq < seq) {
+				src, at, seq = srcDq, d.at, d.seq
+			}
 		}
-		if ev := &e.slots[e.queue[0].slot]; ev.kind == evStaleTimer && ev.timer.(StaleTimer).Stale() {
-			e.release(e.popSlot())
-			continue
+		if len(e.queue) > 0 {
+			if h := &e.queue[0]; src == srcNone || h.at < at || (h.at == at && h.seq < seq) {
+				if ev := &e.slots[h.slot]; ev.kind == evStaleTimer && ev.timer.(StaleTimer).Stale() {
+					e.release(e.popSlot())
+					continue
+				}
+				src, at = srcHeap, h.at
+			}
 		}
-		return e.queue[0].at, true
+		e.headSrc = src
+		return at, src != srcNone
 	}
 }
 
@@ -331,7 +342,25 @@ func (e *Engine) ScheduleRx(delay time.Duration, dev *Device, p *Packet) {
 		e.pushNow(evRx, dev, nil, p)
 		return
 	}
+	if (delay == e.dDelay || e.dhead == len(e.dq)) && delay > 0 && !e.fastOff {
+		e.pushDelayed(delay, evRx, dev, nil, p)
+		return
+	}
 	e.push(event{at: e.now + delay, kind: evRx, dev: dev, pkt: p})
+}
+
+// pushDelayed queues a packet event due after delay, which is dDelay or
+// the first of the empty dq's.
+func (e *Engine) pushDelayed(delay time.Duration, kind eventKind, dev *Device, ns *Netns, p *Packet) {
+	if r := e.walk.rec; r != nil {
+		r.fail = true // an event the recording cannot repeat
+	}
+	if e.dhead == len(e.dq) {
+		e.dq, e.dhead, e.dDelay = e.dq[:0], 0, delay
+	}
+	e.seq++
+	e.fg++
+	e.dq = append(e.dq, nowEvent{at: e.now + delay, seq: e.seq, kind: kind, dev: dev, ns: ns, pkt: p})
 }
 
 // ScheduleOutput makes ns send the locally generated IPv4 packet p (its
@@ -352,7 +381,8 @@ func (e *Engine) ScheduleOutput(delay time.Duration, ns *Netns, p *Packet) {
 // RunUntil's bound lets an event due now run): an event scheduled now
 // would be the next to run.
 func (e *Engine) nothingDue() bool {
-	return e.fhead == len(e.fifo) && (len(e.queue) == 0 || e.queue[0].at > e.now) && (e.until < 0 || e.now <= e.until)
+	return e.fhead == len(e.fifo) && (len(e.queue) == 0 || e.queue[0].at > e.now) &&
+		(e.dhead == len(e.dq) || e.dq[e.dhead].at > e.now) && (e.until < 0 || e.now <= e.until)
 }
 
 // handOn makes a packet event due now, which nothingDue found would run
@@ -365,7 +395,9 @@ func (e *Engine) handOn(kind eventKind, dev *Device, ns *Netns, p *Packet) {
 	e.fg++
 	e.inl--
 	e.inlined++
-	e.next = nowEvent{at: e.now, seq: e.seq, kind: kind, dev: dev, ns: ns, pkt: p}
+	// Field by field: a struct literal is built on the stack and copied.
+	n := &e.next
+	n.at, n.seq, n.kind, n.dev, n.ns, n.pkt = e.now, e.seq, kind, dev, ns, p
 }
 
 // runNext runs the events handed on (handOn) after the one that just ran.
@@ -373,7 +405,7 @@ func (e *Engine) runNext() {
 	w := &e.walk
 	for e.next.kind != 0 {
 		kind, dev, ns, p := e.next.kind, e.next.dev, e.next.ns, e.next.pkt
-		e.next = nowEvent{}
+		e.next.kind = 0 // the rest is overwritten by the next handOn
 		e.fg--
 		if kind == evRx {
 			dev.receive(w, p)
@@ -424,6 +456,11 @@ func (e *Engine) fifoNext(until time.Duration) bool {
 	if until >= 0 && f.at > until {
 		return false
 	}
+	if e.dhead < len(e.dq) {
+		if d := &e.dq[e.dhead]; d.at < f.at || (d.at == f.at && d.seq < f.seq) {
+			return false
+		}
+	}
 	if len(e.queue) == 0 {
 		return true
 	}
@@ -443,6 +480,31 @@ func (e *Engine) runFifo() {
 		e.fifo, e.fhead = e.fifo[:0], 0
 	}
 	e.fg-- // packet events are never background
+	if at > e.now {
+		e.now = at
+	}
+	w := &e.walk
+	if kind == evRx {
+		dev.receive(w, p)
+	} else {
+		ns.sendLocal(w, p)
+	}
+	w.rec = nil
+	if e.next.kind != 0 {
+		e.runNext()
+	}
+}
+
+// runDq removes dq's head, which head found runs next, and runs it.
+func (e *Engine) runDq() {
+	d := &e.dq[e.dhead]
+	kind, dev, ns, p, at := d.kind, d.dev, d.ns, d.pkt, d.at
+	*d = nowEvent{}
+	e.dhead++
+	if e.dhead == len(e.dq) {
+		e.dq, e.dhead = e.dq[:0], 0
+	}
+	e.fg--
 	if at > e.now {
 		e.now = at
 	}
@@ -489,8 +551,12 @@ func (e *Engine) Step() bool {
 
 // run removes the next event, which head just found, and runs it.
 func (e *Engine) run() {
-	if e.headFifo {
+	switch e.headSrc {
+	case srcFifo:
 		e.runFifo()
+		return
+	case srcDq:
+		e.runDq()
 		return
 	}
 	slot := e.popSlot()

@@ -482,7 +482,10 @@ func TestFastPathEquivalence(t *testing.T) {
 					e.ScheduleTimer(time.Millisecond, stepTimer(func(*datapath.Walk) { eth0.SetUp(false) }))
 					e.ScheduleTimer(2*time.Millisecond, stepTimer(func(*datapath.Walk) { eth0.SetUp(true) }))
 				}
-				e.ScheduleTimer(time.Millisecond+w.r.Segment(scenarios.UnderlaySegment).Latency, logAt("timer due with the underlay's frame"))
+				e.ScheduleTimer(time.Millisecond+w.r.Segment(scenarios.UnderlaySegment).Latency, stepTimer(func(dw *datapath.Walk) {
+					logAt("timer due with the underlay's frame")(dw)
+					send(w.r.Web1.IP, 42000)
+				}))
 				require.NoError(t, w.r.World.Run())
 			}
 			udp("", web1, 42000, 2).do(t, w)
