@@ -659,7 +659,7 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		e = t.slots[i^1]
 	}
 	now := w.e.now
-	if now >= e.deadline || (e.ipOK && !ipv4SumOKFrom(e.ipSum, b)) {
+	if now >= e.deadline || (e.ipOK && !ipv4SumOKFrom(e.ipSum, h2, h3)) {
 		return false, true
 	}
 	// The loops run over local copies of the slices: the stores through
@@ -739,7 +739,10 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 // ipSumOf sums the 16-bit words of the IPv4 header (without options) in
 // a key's masked header, where the ID and checksum, which the key leaves
 // out, are zero: the part of the header's checksum test a frame that
-// matches the key shares with the recorded one.
+// matches the key shares with the recorded one. The words are summed as
+// little-endian ones: a ones'-complement sum does not depend on the byte
+// order (RFC 1071, 2.(B)), and the frame's ID and checksum are then the
+// low halves of two words the lookup loads anyway (ipv4SumOKFrom).
 func ipSumOf(h *[fastHdrWords]uint64) uint32 {
 	var b [8 * fastHdrWords]byte
 	for i := range h {
@@ -747,17 +750,18 @@ func ipSumOf(h *[fastHdrWords]uint64) uint32 {
 	}
 	var s uint32
 	for i := EthHdrLen; i < EthHdrLen+20; i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
+		s += uint32(binary.LittleEndian.Uint16(b[i:]))
 	}
 	return s
 }
 
-// ipv4SumOKFrom reports whether the IPv4 header of frame b (its first 64
-// bytes) sums to 0xffff (its checksum is right), given rest, the sum of
-// its words but the ID and checksum (ipSumOf): a frame matching a key
-// differs from the recorded one, in its header, only in those two words.
-func ipv4SumOKFrom(rest uint32, b *[8 * fastHdrWords]byte) bool {
-	s := rest + uint32(binary.BigEndian.Uint16(b[EthHdrLen+4:])) + uint32(binary.BigEndian.Uint16(b[EthHdrLen+10:]))
+// ipv4SumOKFrom reports whether the IPv4 header of a frame whose first
+// words are h2 and h3 (little-endian, bytes 16 to 31) sums to 0xffff (its
+// checksum is right), given rest, the sum of its words but the ID and
+// checksum (ipSumOf): a frame matching a key differs from the recorded
+// one, in its header, only in those two words, bytes 18 and 24.
+func ipv4SumOKFrom(rest uint32, h2, h3 uint64) bool {
+	s := rest + uint32(uint16(h2>>16)) + uint32(uint16(h3))
 	s = s>>16 + s&0xffff
 	s = s>>16 + s&0xffff
 	return s == 0xffff
