@@ -518,8 +518,9 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	// A status write keeps everything but the status from the stored
 	// object, and neither the server nor anyone else modifies the parts
 	// shared with it: only the status is copied.
-	up := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec, Status: *pod.Status.DeepCopy()}
+	up := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
 	st := &up.Status
+	pod.Status.DeepCopyInto(st)
 	st.Phase = corev1.PodRunning
 	st.PodIP = p.IP.String()
 	st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
