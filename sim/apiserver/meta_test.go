@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -279,4 +281,45 @@ func TestCreatedIDs(t *testing.T) {
 		require.NoError(t, err)
 		check(peek("Pod", name))
 	}
+}
+
+// A status write of a Pod copies its spec and compares its status without
+// reflection: what the reflective walk over the fields gives (a Pod's
+// fields other than metadata and status are its spec alone, which the
+// test checks so that a field added upstream fails it).
+func TestPodStatusWriteFastPaths(t *testing.T) {
+	var names []string
+	for i := range reflect.TypeFor[corev1.Pod]().NumField() {
+		names = append(names, reflect.TypeFor[corev1.Pod]().Field(i).Name)
+	}
+	require.Equal(t, []string{"TypeMeta", "ObjectMeta", "Spec", "Status"}, names)
+	mk := func(name, node string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"a": name}},
+			Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: name, Image: name}}},
+			Status: corev1.PodStatus{Phase: phase, PodIP: "10.0.0." + name}}
+	}
+	fast, slow := mk("1", "n1", corev1.PodRunning), mk("1", "n1", corev1.PodRunning)
+	old := mk("2", "n2", corev1.PodPending)
+	copySpec(fast, old)
+	copyFields(slow, old)
+	slow.SetLabels(old.GetLabels())
+	slow.SetAnnotations(old.GetAnnotations())
+	slow.SetOwnerReferences(old.GetOwnerReferences())
+	slow.SetFinalizers(old.GetFinalizers())
+	require.Equal(t, slow, fast)
+	require.Equal(t, "n2", fast.Spec.NodeName)
+	require.Equal(t, corev1.PodRunning, fast.Status.Phase, "the status is the writer's")
+
+	reflective := func(a, b *corev1.Pod) bool { return apiequality.Semantic.DeepEqual(&a.Status, &b.Status) }
+	a, b := mk("1", "n1", corev1.PodRunning), mk("1", "n1", corev1.PodRunning)
+	for _, tc := range []func(){
+		func() {},
+		func() { b.Status.Phase = corev1.PodPending },
+		func() { b.Status.Phase = corev1.PodRunning; b.Status.PodIP = "x" },
+		func() { b.Status.PodIP = a.Status.PodIP; b.Spec.NodeName = "other" },
+	} {
+		tc()
+		require.Equal(t, reflective(a, b), fieldEqual(a, b, "Status"))
+	}
+	require.False(t, fieldEqual(a, mk("1", "n1", corev1.PodPending), "Status"))
 }
