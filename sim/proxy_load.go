@@ -223,7 +223,7 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		rules, err = kubeproxy.Generate(cfg, snap)
 	} else {
 		changedSince()
-		rules, err = kubeproxy.GeneratePartial(cfg, snap, func(ns, name string) bool { return changed[ns+"/"+name] })
+		rules, err = kubeproxy.GeneratePartial(cfg, snap, writeChanged(changed))
 	}
 	if err != nil {
 		return err
@@ -452,7 +452,7 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 			sh.partial = map[string]*partialShare{}
 		}
 		sh.partial[key] = ps
-		rules, err := c.trackedProxyRules(cfg, snap, gen, func(ns, name string) bool { return changed[ns+"/"+name] })
+		rules, err := c.trackedProxyRules(cfg, snap, gen, writeChanged(changed))
 		if err != nil {
 			ps.unshareable = true
 		} else {
@@ -577,6 +577,17 @@ func (c *Cluster) trackedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapsho
 	}
 	pt.snap, pt.gen = snap, gen
 	return rules, nil
+}
+
+// writeChanged is the write function of a partial sync writing the
+// Services of changed ("namespace/name"): asked once per service port of
+// the cluster, it looks each up without making its key.
+func writeChanged(changed map[string]bool) func(ns, name string) bool {
+	var buf []byte
+	return func(ns, name string) bool {
+		buf = append(append(append(buf[:0], ns...), '/'), name...)
+		return changed[string(buf)]
+	}
 }
 
 // proxyChangedServices returns the Services ("namespace/name") whose
@@ -874,7 +885,7 @@ func (c *Cluster) patchCanon(cn, prev *proxyCanon, cfg kubeproxy.Config) bool {
 		}
 	}
 	trackedGen := pt.gen
-	rules, err := c.trackedProxyRules(cfg, cn.snap, cn.gen, func(ns, name string) bool { return changed[ns+"/"+name] })
+	rules, err := c.trackedProxyRules(cfg, cn.snap, cn.gen, writeChanged(changed))
 	if err != nil {
 		return false
 	}

@@ -100,10 +100,11 @@ type Chain struct {
 	// ctr holds rules[i]'s counters at ctr[i]; nil while every one is zero
 	// (most of kube-proxy's chains never see a packet).
 	ctr []counter
-	// shared is the ruleset a chain of a Shared ruleset belongs to (its
-	// counters are then in each namespace's view of it); view is, for a
-	// namespace's view, the shared chain it shows.
-	shared *Shared
+	// shared marks a chain of a Shared ruleset (its counters are then in
+	// each namespace's view of it), with whether the ruleset that made
+	// it had loops; view is, for a namespace's view, the shared chain it
+	// shows.
+	shared *sharedMark
 	view   *Chain
 	// reads is what the rules reachable from the chain read (key fields,
 	// see reach), valid while readsGen is the namespace's ruleset

@@ -66,6 +66,11 @@ type Shared struct {
 	swapped  map[uint64]map[string]bool // swappedSince's memo
 }
 
+// sharedMark is what a chain of a Shared ruleset knows of the ruleset
+// that made it: whether it had loops. (Not the ruleset itself: a chain
+// outlives the rulesets it was compiled in, and would keep them alive.)
+type sharedMark struct{ loops bool }
+
 // delta is what one ruleset changed of the one it was patched from: the
 // chains whose rules differ (new ones included) and the chains deleted.
 // A ruleset compiled in full starts a lineage (no parent).
@@ -449,11 +454,11 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 	s.summarize(reuse)
 	s.refs = refsOf(s)
 	s.lineage = &delta{id: s.id}
-	// A reused chain now belongs to s (the rulesets it came from may go);
-	// its summary is the same in both, its rules and targets being the
-	// same chains.
+	// A reused chain now belongs to s; its summary is the same in both,
+	// its rules and targets being the same chains.
+	mark := &sharedMark{loops: s.loops}
 	for _, name := range s.names {
-		s.chains[name].shared = s
+		s.chains[name].shared = mark
 	}
 	return s, nil
 }
@@ -920,8 +925,10 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 		for i, r := range old.rules {
 			n := *r
 			n.chain, n.run = c, nil
-			if r.target.chain != nil {
-				if n.target.chain = resolve(r.target.chain.Name); n.target.chain == nil {
+			// A jump to a chain not affected keeps its target, prev's
+			// chain of that name.
+			if tc := r.target.chain; tc != nil && affected[tc.Name] {
+				if n.target.chain = resolve(tc.Name); n.target.chain == nil {
 					return nil // it jumps to a chain deleted: restore's error
 				}
 			}
@@ -934,7 +941,13 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	s.chains = maps.Clone(prev.chains)
 	s.lines = maps.Clone(prev.lines)
 	s.refs = maps.Clone(prev.refs)
+	// A chain copied with its jumps rewritten jumps to the chains of the
+	// same names: only the chains written anew or deleted change the
+	// counts.
 	for name := range affected {
+		if !isChanged[name] && !deleted[name] {
+			continue
+		}
 		if old := prev.chains[name]; old != nil {
 			for _, r := range old.rules {
 				if tc := r.target.chain; tc != nil {
@@ -953,14 +966,17 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 			added = true
 		}
 		s.chains[name] = c
+		if !isChanged[name] {
+			continue
+		}
 		for _, r := range c.rules {
 			if tc := r.target.chain; tc != nil {
 				s.refs[tc.Name]++
 			}
 		}
 	}
-	for name, n := range s.refs {
-		if n == 0 && affected[name] {
+	for name := range affected {
+		if s.refs[name] == 0 {
 			delete(s.refs, name)
 		}
 	}
@@ -970,18 +986,20 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 		}
 	}
 	if added || len(deleted) > 0 {
-		s.names = make([]string, 0, len(s.chains))
-		for _, name := range prev.names {
-			if !deleted[name] {
-				s.names = append(s.names, name)
+		// prev's sorted names, the deleted ones taken out and the new
+		// ones put in their places.
+		s.names = slices.Clone(prev.names)
+		for name := range deleted {
+			if i, ok := slices.BinarySearch(s.names, name); ok {
+				s.names = slices.Delete(s.names, i, i+1)
 			}
 		}
 		for name := range repl {
 			if prev.chains[name] == nil {
-				s.names = append(s.names, name)
+				i, _ := slices.BinarySearch(s.names, name)
+				s.names = slices.Insert(s.names, i, name)
 			}
 		}
-		slices.Sort(s.names)
 	} else {
 		s.names = prev.names
 	}
@@ -995,8 +1013,13 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 		}
 	}
 	s.reused, s.patched = len(s.names)-len(repl), true
-	for _, c := range s.chains {
-		c.shared = s
+	// The chains s made are marked as its own; the others keep the mark
+	// of the ruleset that made them (one without loops: prev has none,
+	// and nothing below them changed), so that patching costs the chains
+	// replaced, not the ruleset's.
+	mark := &sharedMark{loops: s.loops}
+	for _, c := range repl {
+		c.shared = mark
 	}
 	diff := slices.Clone(changed)
 	for name := range deleted {

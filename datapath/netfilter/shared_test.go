@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -367,6 +368,7 @@ func TestPatchedSharedEqualsRestore(t *testing.T) {
 				}
 			}
 		}
+		checkBookkeeping(t, s, st.name)
 		require.NoError(t, a.nf.RestoreShared(s), st.name)
 		same(st.name)
 		assert.Equal(t, before, prev.chains, "%s: the previous ruleset is unchanged", st.name)
@@ -511,6 +513,7 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 		in := lsInput(states[g], states[g].changed(states[g-1]), del)
 		sets[g], err = CompileSharedLike(NAT, sets[g-1], sets[g-1], in)
 		require.NoError(t, err, g)
+		checkBookkeeping(t, sets[g], fmt.Sprint("generation ", g))
 	}
 	type node struct {
 		name      string
@@ -661,4 +664,18 @@ func TestLoadSharedSwappedChecksAreTheFullOnes(t *testing.T) {
 	defer func() { checkCommitted = nil }()
 	TestLoadSharedEqualsRestore(t)
 	assert.Positive(t, loads, "loads checked from the chains swapped")
+}
+
+// checkBookkeeping checks what a patched ruleset keeps of its chains
+// against what they are: the sorted names, the counts of jumps to each
+// chain, and that every chain it made is marked as a shared chain.
+func checkBookkeeping(t *testing.T, s *Shared, step string) {
+	t.Helper()
+	assert.Equal(t, slices.Sorted(maps.Keys(s.chains)), s.names, "%s: names", step)
+	refs := maps.Clone(s.refs)
+	maps.DeleteFunc(refs, func(_ string, n int32) bool { return n == 0 }) // a count of 0 is none
+	assert.Equal(t, refsOf(s), refs, "%s: jumps to each chain", step)
+	for name, c := range s.chains {
+		assert.NotNil(t, c.shared, "%s: %s marked", step, name)
+	}
 }

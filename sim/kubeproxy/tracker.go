@@ -3,6 +3,7 @@ package kubeproxy
 import (
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // A Tracker is what kube-proxy's iptables proxier keeps between syncs: the
@@ -57,7 +58,18 @@ func (t *Tracker) Generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		t.reset(gcfg)
 		since = nil
 	}
-	changed := func(ns, name string) bool { return since == nil || since[ns+"/"+name] }
+	// The Services changed by namespace and name (no key made per
+	// Service asked about).
+	var sinceKeys map[nsName]bool
+	if since != nil {
+		sinceKeys = make(map[nsName]bool, len(since))
+		for k, v := range since {
+			if ns, name, ok := strings.Cut(k, "/"); ok && v {
+				sinceKeys[nsName{ns, name}] = true
+			}
+		}
+	}
+	changed := func(ns, name string) bool { return since == nil || sinceKeys[nsName{ns, name}] }
 	if err := t.validate(&cfg, snap, changed); err != nil {
 		t.ok = false
 		return nil, err
