@@ -452,7 +452,7 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 			sh.partial = map[string]*partialShare{}
 		}
 		sh.partial[key] = ps
-		rules, err := c.trackedProxyRules(cfg, snap, gen, writeChanged(changed))
+		rules, err := c.trackedProxyRules(cfg, snap, gen, changed)
 		if err != nil {
 			ps.unshareable = true
 		} else {
@@ -560,17 +560,19 @@ func (c *Cluster) proxyTracker() *proxyTrack {
 	return c.proxyTrack
 }
 
-// trackedProxyRules is kubeproxy.GeneratePartial(cfg, snap, write)
-// (Generate when write is nil) for snapshot generation gen, whose rules
-// do not depend on the node: the cluster's tracker recomputes only the
-// Services changed since the generation it generated last.
-func (c *Cluster) trackedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, write func(ns, name string) bool) (*kubeproxy.Rules, error) {
+// trackedProxyRules is kubeproxy.GeneratePartial(cfg, snap, write) (the
+// Services "namespace/name" in write; Generate when write is nil) for
+// snapshot generation gen, whose rules do not depend on the node: the
+// cluster's tracker recomputes only the Services changed since the
+// generation it generated last (and hands back its last rules when they
+// come out the same).
+func (c *Cluster) trackedProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64, write map[string]bool) (*kubeproxy.Rules, error) {
 	pt := c.proxyTracker()
 	var since map[string]bool
 	if pt.gen != 0 {
 		since = c.proxyChangedServices(pt.snap, pt.gen, snap, gen)
 	}
-	rules, err := pt.tracker.Generate(cfg, snap, since, write)
+	rules, err := pt.tracker.GenerateWriting(cfg, snap, since, write)
 	if err != nil {
 		pt.gen = 0
 		return nil, err
@@ -885,7 +887,7 @@ func (c *Cluster) patchCanon(cn, prev *proxyCanon, cfg kubeproxy.Config) bool {
 		}
 	}
 	trackedGen := pt.gen
-	rules, err := c.trackedProxyRules(cfg, cn.snap, cn.gen, writeChanged(changed))
+	rules, err := c.trackedProxyRules(cfg, cn.snap, cn.gen, changed)
 	if err != nil {
 		return false
 	}

@@ -64,6 +64,24 @@ type Shared struct {
 	verified map[uint64]unsafe.Pointer
 	gone     map[uint64][]string
 	swapped  map[uint64]map[string]bool // swappedSince's memo
+	// parsed is chainLines of input, when nothing changed it since
+	// (a patched ruleset, or one with prev's chains).
+	parsed *parsedInput
+}
+
+// parsedInput is what chainLines makes of an input.
+type parsedInput struct {
+	lines   map[string][]string
+	deleted map[string]bool
+	simple  bool
+}
+
+// parsedAs returns s's parsed input when it is input, else nil.
+func (s *Shared) parsedAs(input string) *parsedInput {
+	if s == nil || s.parsed == nil || s.input != input {
+		return nil
+	}
+	return s.parsed
 }
 
 // sharedMark is what a chain of a Shared ruleset knows of the ruleset
@@ -164,6 +182,16 @@ func CompileShared(table string, prev *Shared, input string) (*Shared, error) {
 // of like or prev, not a copy: rulesets of successive syncs share their
 // unchanged chains (each namespace still keeps its own counters).
 func CompileSharedLike(table string, prev, like *Shared, input string) (*Shared, error) {
+	if p := prev.parsedAs(input); p != nil && like == prev {
+		// prev's own input again (a sync that changed no rule): the
+		// lines are prev's, not parsed again.
+		if v := sameAs(table, prev, like, input, prev.declared, p.lines, p.deleted, p.simple); v != nil {
+			sharedIDs += 2 // as compileShared numbers it
+			v.id, v.parsed = sharedIDs, p
+			v.lineage = extendLineage(v.id, v.lineage, nil, nil)
+			return v, nil
+		}
+	}
 	lines, deleted, simple := chainLines(input)
 	if like != nil && (like.table != table || !simple || like.lines == nil) {
 		like = nil
@@ -316,10 +344,12 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 		sharedIDs++
 		v.id = sharedIDs
 		v.lineage = extendLineage(v.id, v.lineage, nil, nil)
+		v.parsed = &parsedInput{lines: lines, deleted: deleted, simple: simple}
 		return v, nil
 	}
 	if like == prev && simple {
 		if v := patchShared(table, prev, input, declared, lines, deleted); v != nil {
+			v.parsed = &parsedInput{lines: lines, deleted: deleted, simple: simple}
 			return v, nil
 		}
 	}

@@ -3,6 +3,7 @@ package netfilter
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -677,5 +678,41 @@ func checkBookkeeping(t *testing.T, s *Shared, step string) {
 	assert.Equal(t, refsOf(s), refs, "%s: jumps to each chain", step)
 	for name, c := range s.chains {
 		assert.NotNil(t, c.shared, "%s: %s marked", step, name)
+	}
+}
+
+// TestCompileSharedLikeSameInputAgain: compiling a ruleset's own input
+// onto it again (a sync that changed no rule) reuses its parsed lines and
+// gives what parsing them again gives: its very chains, the same
+// declarations, names, lines and jump counts.
+func TestCompileSharedLikeSameInputAgain(t *testing.T) {
+	base, err := CompileShared(NAT, nil, kubeProxyInput(3, true))
+	require.NoError(t, err)
+	in := "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-X - [0:0]\n" +
+		"-A KUBE-SERVICES -m comment --comment \"ns/svc:dns cluster IP\" -p udp -d 10.96.0.10/32 --dport 53 -j KUBE-SVC-X\n" +
+		"-A KUBE-SERVICES -p tcp -d 10.96.0.11/32 --dport 80 -j KUBE-SVC-Y\n" +
+		"-A KUBE-SVC-X -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-0\n-A KUBE-SVC-X -j KUBE-SEP-1\nCOMMIT\n"
+	prev, err := CompileSharedLike(NAT, base, base, in)
+	require.NoError(t, err)
+	require.True(t, prev.patched)
+	for range 2 {
+		in := prev.Input()
+		got, err := CompileSharedLike(NAT, prev, prev, in)
+		require.NoError(t, err)
+		unparsed := *prev
+		unparsed.parsed = nil
+		want, err := CompileSharedLike(NAT, &unparsed, &unparsed, in)
+		require.NoError(t, err)
+		require.NotNil(t, got.parsed, "the lines kept")
+		assert.Equal(t, reflect.ValueOf(prev.chains).UnsafePointer(), reflect.ValueOf(got.chains).UnsafePointer(), "prev's chains")
+		assert.Equal(t, want.declared, got.declared)
+		assert.Equal(t, want.names, got.names)
+		assert.Equal(t, want.lines, got.lines)
+		assert.Equal(t, want.refs, got.refs)
+		assert.Equal(t, want.reused, got.reused)
+		assert.Equal(t, want.loops, got.loops)
+		assert.Equal(t, prev.id, got.prev)
+		assert.True(t, got.sameSince(prev.id, &Declared{All: true}))
+		prev = got
 	}
 }

@@ -669,7 +669,7 @@ func (r *Rules) RestoreInputDeleting(stale []string) string {
 // RestoreInputTableDeleting is RestoreInputTable deleting the stale
 // chains (nat only).
 func (r *Rules) RestoreInputTableDeleting(table string, stale []string) string {
-	if table == "nat" {
+	if table == "nat" && len(stale) > 0 {
 		return r.nat.restoreDeleting(stale)
 	}
 	return r.RestoreInputTable(table)

@@ -215,6 +215,8 @@ type table struct {
 	rules    []rule
 	// tail is where the rules after the service ports' start.
 	tail int
+	// text memoizes restore() (a finished table does not change).
+	text string
 }
 
 func newTable(name string, builtins ...string) *table {
@@ -289,7 +291,12 @@ func (t *table) render() {
 
 // restore renders the table the way kube-proxy writes it into
 // iptables-restore: chain lines, then rules, in write order.
-func (t *table) restore() string { return t.restoreDeleting(nil) }
+func (t *table) restore() string {
+	if t.text == "" {
+		t.text = t.restoreDeleting(nil)
+	}
+	return t.text
+}
 
 // restoreDeleting is restore, deleting the chains stale: kube-proxy
 // writes their declarations after the others and `-X` for each after the

@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -32,6 +33,41 @@ type Tracker struct {
 	frags    map[*svcPort]*portFrag
 	total    int // endpoints of all the ports (the large-cluster mode)
 	large    bool
+	// sizes are the filter and nat rules of the last full and partial
+	// Generate.
+	sizes [2][2]int
+	// old are the rules of the service ports update recomputes (dirty),
+	// as they were: a port whose rules come out the same keeps them.
+	// reshaped: update added or removed service ports.
+	old      map[*svcPort]*portFrag
+	dirty    []*svcPort
+	reshaped bool
+	// last is the last Generate's result when it was made with the set
+	// of Services lastWrite (nil: every Service; lastKnown says it is
+	// known), for a Generate that changes no rule to return it again.
+	last      *Rules
+	lastWrite map[string]bool
+	lastKnown bool
+}
+
+// GenerateWriting is Generate writing the per-Service chains of the
+// Services in write ("namespace/name"; nil: of every Service, a full
+// sync). Knowing the set, it returns the very Rules of the last Generate
+// when nothing it writes differs (the Services changed since came out
+// with the same rules, and the same Services are written): kube-proxy's
+// second sync of a pod's deletion (its endpoint terminating, then gone)
+// costs the Services changed, not the cluster. The Rules returned must
+// not be modified.
+func (t *Tracker) GenerateWriting(cfg Config, snap Snapshot, since map[string]bool, write map[string]bool) (*Rules, error) {
+	var fn func(ns, name string) bool
+	if write != nil {
+		var buf []byte
+		fn = func(ns, name string) bool {
+			buf = append(append(append(buf[:0], ns...), '/'), name...)
+			return write[string(buf)]
+		}
+	}
+	return t.generate(cfg, snap, since, fn, write, true)
 }
 
 type nsName struct{ namespace, name string }
@@ -50,6 +86,12 @@ type trackedService struct {
 // (nil: unknown, everything is recomputed). After an error the tracker
 // starts again from nothing.
 func (t *Tracker) Generate(cfg Config, snap Snapshot, since map[string]bool, write func(namespace, name string) bool) (*Rules, error) {
+	return t.generate(cfg, snap, since, write, nil, false)
+}
+
+// generate is Generate; known says writeSet is the set write answers
+// for.
+func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, write func(namespace, name string) bool, writeSet map[string]bool, known bool) (*Rules, error) {
 	gcfg := cfg
 	if t.AnyNode {
 		gcfg.NodeName, gcfg.NodeIPs = "", nil
@@ -74,13 +116,51 @@ func (t *Tracker) Generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		t.ok = false
 		return nil, err
 	}
-	t.update(snap, changed)
+	if t.old == nil {
+		t.old = map[*svcPort]*portFrag{}
+	}
+	clear(t.old)
+	t.dirty, t.reshaped = t.dirty[:0], false
+	t.update(snap, changed, sinceKeys)
 	g := newGenContextTotal(&t.cfg, t.total)
+	same := !t.reshaped && g.largeCluster == t.large
 	if g.largeCluster != t.large {
 		clear(t.frags) // every endpoint rule gains or loses its comment
 		t.large = g.largeCluster
 	}
+	// The ports recomputed: those whose rules come out as they were keep
+	// their old rules (the same fragment).
+	for _, sp := range t.dirty {
+		if !same {
+			break // (the ports are not all t.ports' when reshaped)
+		}
+		if t.frags[sp] != nil {
+			continue
+		}
+		f := g.port(sp, t.eps[sp.key()])
+		if o := t.old[sp]; o != nil && reflect.DeepEqual(o, f) {
+			f = o
+		} else {
+			same = false
+		}
+		t.frags[sp] = f
+	}
+	clear(t.old)
+	if same && known && t.last != nil && t.lastKnown && (writeSet == nil) == (t.lastWrite == nil) && maps.Equal(writeSet, t.lastWrite) {
+		t.ok = true
+		return t.last, nil
+	}
+	t.last, t.lastKnown = nil, false
 	r := g.begin()
+	// The rules of the last sync of this kind tell how many there are
+	// (no growing copies of ten thousand rules).
+	sz := &t.sizes[0]
+	if write != nil {
+		sz = &t.sizes[1]
+	}
+	r.filter.rules = slices.Grow(r.filter.rules, sz[0])
+	r.nat.rules = slices.Grow(r.nat.rules, sz[1])
+	r.frags = slices.Grow(r.frags, len(t.ports))
 	for _, sp := range t.ports {
 		f := t.frags[sp]
 		if f == nil {
@@ -90,8 +170,14 @@ func (t *Tracker) Generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		g.apply(r, f, write == nil || write(sp.svc.Namespace, sp.svc.Name))
 	}
 	g.finish(r)
+	*sz = [2]int{len(r.filter.rules) + 8, len(r.nat.rules) + 8}
 	r.Partial = write != nil
 	t.ok = true
+	t.last, t.lastKnown = r, known
+	t.lastWrite = nil
+	if known && writeSet != nil {
+		t.lastWrite = maps.Clone(writeSet)
+	}
 	return r, nil
 }
 
@@ -135,7 +221,9 @@ func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name str
 
 // update brings the service ports and endpoints of the Services changed
 // up to snap.
-func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool) {
+//
+// keys, when not nil, are the Services changed (else every one is).
+func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool, keys map[nsName]bool) {
 	// The Services changed, as they are now (nil: deleted, or slices
 	// without their Service).
 	now := map[nsName]*Service{}
@@ -155,9 +243,17 @@ func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool) {
 			}
 		}
 	}
-	for k := range t.services {
-		if _, ok := now[k]; !ok && changed(k.namespace, k.name) {
-			now[k] = nil
+	if keys != nil {
+		for k := range keys {
+			if _, ok := now[k]; !ok && t.services[k] != nil {
+				now[k] = nil
+			}
+		}
+	} else {
+		for k := range t.services {
+			if _, ok := now[k]; !ok {
+				now[k] = nil
+			}
 		}
 	}
 	var removed map[*svcPort]bool
@@ -170,6 +266,10 @@ func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool) {
 		}
 		for _, sp := range ts.ports {
 			t.total -= len(t.eps[sp.key()])
+			if f := t.frags[sp]; f != nil {
+				t.old[sp] = f
+				t.dirty = append(t.dirty, sp)
+			}
 			delete(t.frags, sp)
 		}
 		for _, key := range ts.keys {
@@ -210,6 +310,7 @@ func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool) {
 		}
 	}
 	if len(removed) > 0 || len(added) > 0 {
+		t.reshaped = true
 		ports := slices.DeleteFunc(t.ports, func(sp *svcPort) bool { return removed[sp] })
 		ports = append(ports, added...)
 		sortPorts(ports)

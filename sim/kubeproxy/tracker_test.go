@@ -211,3 +211,91 @@ func TestStaleChains(t *testing.T) {
 	assert.Equal(t, wantNat, nat)
 	assert.Equal(t, part.RestoreInput(), part.RestoreInputDeleting(nil))
 }
+
+// TestTrackerWritingEqualsGenerate: GenerateWriting writes, sync after
+// sync, what Generate and GeneratePartial write from scratch, and hands
+// back the very Rules of its last call only when they are those: through
+// an endpoint terminating and then gone (the second sync writes the same
+// rules when the terminating endpoint is unused), a Service deleted and
+// back, the large-cluster mode on and off, full syncs in between and
+// partial syncs writing every Service.
+func TestTrackerWritingEqualsGenerate(t *testing.T) {
+	hits := 0
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			drop := func(s Snapshot, f func(es *EndpointSlice)) Snapshot {
+				out := Snapshot{Services: s.Services}
+				for _, es := range s.EndpointSlices {
+					es.Endpoints = append([]Endpoint(nil), es.Endpoints...)
+					f(&es)
+					out.EndpointSlices = append(out.EndpointSlices, es)
+				}
+				return out
+			}
+			term := func(s Snapshot) Snapshot { // the first endpoint of each slice terminating
+				return drop(s, func(es *EndpointSlice) {
+					if len(es.Endpoints) > 0 {
+						e := es.Endpoints[0]
+						es.Endpoints[0] = terminating(e.Addresses[0].String(), e.NodeName, true)
+					}
+				})
+			}
+			gone := func(s Snapshot) Snapshot { // then gone
+				return drop(s, func(es *EndpointSlice) {
+					if len(es.Endpoints) > 0 {
+						es.Endpoints = es.Endpoints[1:]
+					}
+				})
+			}
+			big := bigSnapshot(334, 3)
+			big.Services = append(big.Services, sc.snap.Services...)
+			big.EndpointSlices = append(big.EndpointSlices, sc.snap.EndpointSlices...)
+			type step struct {
+				snap      Snapshot
+				full, all bool // a full sync; a partial one writing every Service
+			}
+			steps := []step{{snap: sc.snap, full: true}, {snap: term(sc.snap)}, {snap: gone(sc.snap)}, {snap: gone(sc.snap)},
+				{snap: sc.snap, full: true}, {snap: big}, {snap: term(big)}, {snap: gone(big)}, {snap: gone(big), all: true},
+				{snap: gone(big), all: true}, {snap: sc.snap}, {snap: sc.snap, full: true}, {snap: sc.snap, full: true}}
+			if len(sc.snap.Services) > 0 {
+				steps = append(steps, step{snap: Snapshot{Services: sc.snap.Services[1:], EndpointSlices: sc.snap.EndpointSlices}}, step{snap: sc.snap})
+			}
+			tr := &Tracker{AnyNode: true}
+			want := sc.cfg
+			want.NodeName, want.NodeIPs = "", nil
+			var last *Rules
+			var prev Snapshot
+			for i, st := range steps {
+				var since map[string]bool
+				if i > 0 {
+					since = changedBetween(prev, st.snap)
+				}
+				var got, exp *Rules
+				var gerr, eerr error
+				if st.full {
+					exp, eerr = Generate(want, st.snap)
+					got, gerr = tr.GenerateWriting(sc.cfg, st.snap, since, nil)
+				} else {
+					changed := changedBetween(prev, st.snap)
+					if st.all {
+						changed = changedBetween(Snapshot{}, st.snap)
+					}
+					exp, eerr = GeneratePartial(want, st.snap, func(ns, name string) bool { return changed[ns+"/"+name] })
+					got, gerr = tr.GenerateWriting(sc.cfg, st.snap, since, changed)
+				}
+				require.Equal(t, eerr, gerr, "step %d", i)
+				if eerr != nil {
+					last = nil
+					continue
+				}
+				require.Equal(t, exp.RestoreInput(), got.RestoreInput(), "step %d", i)
+				assert.Equal(t, exp, got, "step %d", i)
+				if got == last {
+					hits++
+				}
+				last, prev = got, st.snap
+			}
+		})
+	}
+	assert.Positive(t, hits, "Rules handed back again")
+}
