@@ -48,6 +48,9 @@ type Tracker struct {
 	last      *Rules
 	lastWrite map[string]bool
 	lastKnown bool
+	// redescribed counts the Rules made from the last ones with ports
+	// described anew (for tests).
+	redescribed int
 }
 
 // GenerateWriting is Generate writing the per-Service chains of the
@@ -129,7 +132,10 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		t.large = g.largeCluster
 	}
 	// The ports recomputed: those whose rules come out as they were keep
-	// their old rules (the same fragment).
+	// their old rules (the same fragment); those whose rules are the
+	// same but not their description (an endpoint terminating, unused,
+	// then gone) are described anew.
+	var described [][2]*portFrag // old, new
 	for _, sp := range t.dirty {
 		if !same {
 			break // (the ports are not all t.ports' when reshaped)
@@ -138,9 +144,12 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 			continue
 		}
 		f := g.port(sp, t.eps[sp.key()])
-		if o := t.old[sp]; o != nil && reflect.DeepEqual(o, f) {
+		switch o := t.old[sp]; {
+		case o != nil && reflect.DeepEqual(o, f):
 			f = o
-		} else {
+		case o != nil && sameRules(o, f):
+			described = append(described, [2]*portFrag{o, f})
+		default:
 			same = false
 		}
 		t.frags[sp] = f
@@ -148,6 +157,10 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 	clear(t.old)
 	if same && known && t.last != nil && t.lastKnown && (writeSet == nil) == (t.lastWrite == nil) && maps.Equal(writeSet, t.lastWrite) {
 		t.ok = true
+		if len(described) > 0 {
+			t.last = t.last.redescribed(described)
+			t.redescribed++
+		}
 		return t.last, nil
 	}
 	t.last, t.lastKnown = nil, false
@@ -335,4 +348,35 @@ func (t *Tracker) ServiceChains(namespace, name string) []string {
 		}
 	}
 	return out
+}
+
+// sameRules reports whether two fragments of a service port write the
+// same rules and chains (their descriptions may differ).
+func sameRules(a, b *portFrag) bool {
+	return a.natTop == b.natTop && reflect.DeepEqual(a.filter, b.filter) && reflect.DeepEqual(a.nat, b.nat) &&
+		reflect.DeepEqual(a.chains, b.chains) && reflect.DeepEqual(a.udp, b.udp)
+}
+
+// redescribed returns a copy of r whose fragments pairs[i][0] are
+// pairs[i][1], which write the same rules (sameRules): the same tables
+// and chains, the service ports described by the new ones.
+func (r *Rules) redescribed(pairs [][2]*portFrag) *Rules {
+	out := *r
+	out.frags = slices.Clone(r.frags)
+	out.Services = slices.Clone(r.Services)
+	for _, p := range pairs {
+		i := slices.Index(out.frags, p[0])
+		if i < 0 {
+			continue
+		}
+		out.frags[i] = p[1]
+		old := &p[0].spr
+		for j := range out.Services {
+			if s := &out.Services[j]; s.Namespace == old.Namespace && s.Name == old.Name && s.PortName == old.PortName && s.Protocol == old.Protocol {
+				out.Services[j] = p[1].spr
+				break
+			}
+		}
+	}
+	return &out
 }

@@ -220,7 +220,7 @@ func TestStaleChains(t *testing.T) {
 // back, the large-cluster mode on and off, full syncs in between and
 // partial syncs writing every Service.
 func TestTrackerWritingEqualsGenerate(t *testing.T) {
-	hits := 0
+	hits, redescribed := 0, 0
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			drop := func(s Snapshot, f func(es *EndpointSlice)) Snapshot {
@@ -295,7 +295,9 @@ func TestTrackerWritingEqualsGenerate(t *testing.T) {
 				}
 				last, prev = got, st.snap
 			}
+			redescribed += tr.redescribed
 		})
 	}
 	assert.Positive(t, hits, "Rules handed back again")
+	assert.Positive(t, redescribed, "Rules made from the last ones, ports described anew")
 }
