@@ -950,11 +950,15 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 			}
 			continue
 		}
+		// The same rules in the same order: their index runs (positions
+		// and keys) serve the copies as they are.
 		old := prev.chains[name]
 		c.rules = make([]*Rule, len(old.rules))
+		copies := make([]Rule, len(old.rules))
 		for i, r := range old.rules {
-			n := *r
-			n.chain, n.run = c, nil
+			n := &copies[i]
+			*n = *r
+			n.chain = c
 			// A jump to a chain not affected keeps its target, prev's
 			// chain of that name.
 			if tc := r.target.chain; tc != nil && affected[tc.Name] {
@@ -962,9 +966,8 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 					return nil // it jumps to a chain deleted: restore's error
 				}
 			}
-			c.rules[i] = &n
+			c.rules[i] = n
 		}
-		c.buildIndex()
 	}
 	sharedIDs++
 	s := &Shared{table: table, id: sharedIDs, prev: prev.id, input: input, declared: declared}

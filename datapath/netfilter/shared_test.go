@@ -678,7 +678,50 @@ func checkBookkeeping(t *testing.T, s *Shared, step string) {
 	assert.Equal(t, refsOf(s), refs, "%s: jumps to each chain", step)
 	for name, c := range s.chains {
 		assert.NotNil(t, c.shared, "%s: %s marked", step, name)
+		// The index runs are those buildIndex makes of the rules.
+		fresh := &Chain{Name: name}
+		for _, r := range c.rules {
+			n := *r
+			fresh.rules = append(fresh.rules, &n)
+		}
+		fresh.buildIndex()
+		for i, r := range c.rules {
+			assert.Equal(t, fresh.rules[i].run, r.run, "%s: %s rule %d's index run", step, name, i)
+		}
 	}
+}
+
+// TestPatchedSharedKeepsIndexRuns: a chain copied to jump to a chain
+// replaced (KUBE-SERVICES, indexed, when one Service's chain changes)
+// keeps the index runs of the rules it copies; they are what indexing it
+// anew makes, and packets find the same rules.
+func TestPatchedSharedKeepsIndexRuns(t *testing.T) {
+	svc := func(i int, ep string) string {
+		return fmt.Sprintf("-A KUBE-SVC-%d -p udp -j DNAT --to-destination %s\n", i, ep)
+	}
+	var top strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&top, "-A KUBE-SERVICES -d 10.96.1.%d/32 -p udp -m udp --dport 53 -j KUBE-SVC-%d\n", i+1, i)
+	}
+	var b strings.Builder
+	b.WriteString("*nat\n:KUBE-SERVICES - [0:0]\n")
+	for i := range 40 {
+		fmt.Fprintf(&b, ":KUBE-SVC-%d - [0:0]\n", i)
+	}
+	b.WriteString(top.String())
+	for i := range 40 {
+		b.WriteString(svc(i, "10.0.2.2:5000"))
+	}
+	b.WriteString("COMMIT\n")
+	base, err := CompileShared(NAT, nil, b.String())
+	require.NoError(t, err)
+	require.NotNil(t, base.chains["KUBE-SERVICES"].rules[0].run, "indexed")
+	in := "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-7 - [0:0]\n" + top.String() + svc(7, "10.0.2.2:5001") + "COMMIT\n"
+	s, err := CompileSharedLike(NAT, base, base, in)
+	require.NoError(t, err)
+	require.True(t, s.patched)
+	require.NotSame(t, base.chains["KUBE-SERVICES"], s.chains["KUBE-SERVICES"], "KUBE-SERVICES copied")
+	checkBookkeeping(t, s, "KUBE-SVC-7 changed")
 }
 
 // TestCompileSharedLikeSameInputAgain: compiling a ruleset's own input
