@@ -1398,9 +1398,15 @@ func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried m
 // committed (swapped: checked from the chains swapped since).
 var checkCommitted func(t *Table, swapped bool)
 
+// maxSwapped is the most chains swapped since a table's ruleset that
+// LoadShared checks one by one; past it, checking the table's own chains
+// costs less.
+const maxSwapped = 64
+
 // swappedSince returns the chains whose compiled chain in s is another
 // than in the ruleset numbered base (one s descends from), memoized by
-// base; nil when s's lineage does not reach base.
+// base; nil when s's lineage does not reach base, or more than
+// maxSwapped were swapped.
 func (s *Shared) swappedSince(base uint64) map[string]bool {
 	if m, ok := s.swapped[base]; ok {
 		return m
@@ -1408,7 +1414,7 @@ func (s *Shared) swappedSince(base uint64) map[string]bool {
 	out := map[string]bool{}
 	found := false
 	steps := 0
-	for l := s.lineage; l != nil && steps <= maxLineage; l, steps = l.parent, steps+1 {
+	for l := s.lineage; l != nil && steps <= maxLineage && len(out) <= maxSwapped; l, steps = l.parent, steps+1 {
 		if l.id == base {
 			found = true
 			break
@@ -1417,7 +1423,7 @@ func (s *Shared) swappedSince(base uint64) map[string]bool {
 			out[name] = true
 		}
 	}
-	if !found {
+	if !found || len(out) > maxSwapped {
 		out = nil
 	}
 	if s.swapped == nil || len(s.swapped) > 64 {

@@ -136,6 +136,7 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 	// same but not their description (an endpoint terminating, unused,
 	// then gone) are described anew.
 	var described [][2]*portFrag // old, new
+	same = same && len(t.dirty) <= maxCompared
 	for _, sp := range t.dirty {
 		if !same {
 			break // (the ports are not all t.ports' when reshaped)
@@ -349,6 +350,11 @@ func (t *Tracker) ServiceChains(namespace, name string) []string {
 	}
 	return out
 }
+
+// maxCompared is the most service ports recomputed whose rules a
+// Generate compares with their old ones (a sync of a few Services
+// changed; past it, the rules are written anew).
+const maxCompared = 64
 
 // sameRules reports whether two fragments of a service port write the
 // same rules and chains (their descriptions may differ).
