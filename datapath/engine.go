@@ -115,10 +115,13 @@ type Engine struct {
 	// is how many more events the running one may hand on so (RunUntil's
 	// event limit; 0 outside RunUntil, so Step runs one event), inlined
 	// how many it did, until RunUntil's bound.
-	next    nowEvent
-	inl     int
-	inlined int
-	until   time.Duration
+	next nowEvent
+	// nextFrom is the replayed entry that handed next on (Walk.from
+	// while next runs), or nil.
+	nextFrom *fastEntry
+	inl      int
+	inlined  int
+	until    time.Duration
 }
 
 // nowEvent is a packet event in the engine's fifo: an evRx for dev or an
@@ -398,6 +401,7 @@ func (e *Engine) handOn(kind eventKind, dev *Device, ns *Netns, p *Packet) {
 	// Field by field: a struct literal is built on the stack and copied.
 	n := &e.next
 	n.at, n.seq, n.kind, n.dev, n.ns, n.pkt = e.now, e.seq, kind, dev, ns, p
+	e.nextFrom = nil
 }
 
 // runNext runs the events handed on (handOn) after the one that just ran.
@@ -407,12 +411,13 @@ func (e *Engine) runNext() {
 		kind, dev, ns, p := e.next.kind, e.next.dev, e.next.ns, e.next.pkt
 		e.next.kind = 0 // the rest is overwritten by the next handOn
 		e.fg--
+		w.from, e.nextFrom = e.nextFrom, nil
 		if kind == evRx {
 			dev.receive(w, p)
 		} else {
 			ns.sendLocal(w, p)
 		}
-		w.rec = nil
+		w.rec, w.from = nil, nil
 	}
 }
 
@@ -424,7 +429,7 @@ func (e *Engine) queueNext() {
 		return
 	}
 	ev := e.next
-	e.next = nowEvent{}
+	e.next, e.nextFrom = nowEvent{}, nil
 	if e.fhead > 0 {
 		e.fhead--
 		e.fifo[e.fhead] = ev

@@ -269,6 +269,11 @@ type fastEntry struct {
 	out        fastMeta // the packet's metadata when it leaves
 	ct         any
 	enc        vxlanTemplate
+	tbl        *fastTable
+	// link is the entry the event this one hands its frame on to
+	// replayed last time, if it was recorded as linkStamp then (fastRun).
+	link      *fastEntry
+	linkStamp uint64
 }
 
 // fastNetns holds while the namespace's routes and sysctls are as they
@@ -516,7 +521,7 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	}
 	e := t.slots[i]
 	t.stamps++
-	e.stamp = t.stamps
+	e.stamp, e.tbl, e.link = t.stamps, t, nil
 	e.dev, e.head, e.flen, e.ipOK, e.gen, e.deadline = k.dev, k.head, k.flen, r.ipOK, r.gen, math.MaxInt64
 	e.hdr, e.mask, e.meta, e.out, e.ct = k.hdr, k.mask, k.meta, metaOf(p), p.CT.Entry
 	e.ipSum = ipSumOf(&k.hdr)
@@ -624,6 +629,8 @@ func (ns *Netns) fastPath(w *Walk, dev *Device, p *Packet) bool {
 // bare ACK or carries SYN, FIN, RST or URG: a connection's first packet
 // costs no more than that).
 func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
+	from := w.from
+	w.from = nil
 	head := p.head
 	if p.CT.Entry != nil || p.delayedBy != nil || head+8*fastHdrWords > len(p.buf) {
 		return false, false
@@ -658,9 +665,24 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		}
 		e = t.slots[i^1]
 	}
-	now := w.e.now
-	if now >= e.deadline || (e.ipOK && !ipv4SumOKFrom(e.ipSum, h2, h3)) {
+	if !e.holds(w, h2, h3) {
 		return false, true
+	}
+	if from != nil {
+		// The event was handed on by from's replay: from's next time,
+		// this entry is tried first (fastRun).
+		from.link, from.linkStamp = e, e.stamp
+	}
+	t.hits++
+	w.fastRun(e, p)
+	return true, false
+}
+
+// holds reports whether e's checks hold now, for a frame that matches its
+// key and whose words 2 and 3 are h2 and h3.
+func (e *fastEntry) holds(w *Walk, h2, h3 uint64) bool {
+	if w.e.now >= e.deadline || (e.ipOK && !ipv4SumOKFrom(e.ipSum, h2, h3)) {
+		return false
 	}
 	// The loops run over local copies of the slices: the stores through
 	// the counters' pointers could otherwise alias the entry, and make
@@ -669,20 +691,20 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 	for i := range nss {
 		c := &nss[i]
 		if c.ns.Sysctl != c.sys || c.ns.Routes.Gen() != c.rgen {
-			return false, true
+			return false
 		}
 	}
 	neighs := e.neighs
 	for i := range neighs {
 		c := &neighs[i]
 		if n := c.e; n.removed || n.state != c.state || n.mac != c.mac {
-			return false, true
+			return false
 		}
 	}
 	segs := e.segs
 	for i := range segs {
 		if c := &segs[i]; c.seg.Latency != c.latency {
-			return false, true
+			return false
 		}
 	}
 	vxs := e.vxs
@@ -691,49 +713,95 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		// struct's comparison is a call.
 		c := &vxs[i]
 		if v := c.vx; v.VNI != c.vni || v.Port != c.port || v.SrcPortMin != c.portMin || v.SrcPortMax != c.portMax || v.Local != c.local {
-			return false, true
+			return false
 		}
 	}
 	fxs := e.fx
 	for _, i := range e.valid {
 		if fx := &fxs[i]; !fx.R.Valid(w, fx) {
-			return false, true
+			return false
 		}
 	}
-	t.hits++
-	adds := e.adds
-	for i := range adds {
-		a := &adds[i]
-		*a.a += a.x
-		*a.b += a.y
+	return true
+}
+
+// matches reports whether e is the entry the lookup of p, received on
+// e.dev now, would find and replay: what fastReplay tests, without the
+// hash.
+func (e *fastEntry) matches(w *Walk, p *Packet) bool {
+	head := p.head
+	if e.gen != w.e.cfgGen || p.CT.Entry != nil || p.delayedBy != nil || int(e.head) != head ||
+		int(e.flen) != p.tail-head || head+8*fastHdrWords > len(p.buf) {
+		return false
 	}
-	xf := e.xf
-	for i := range xf {
-		switch o := &xf[i]; o.kind {
-		case fcStage:
-			fx := &fxs[o.i]
-			fx.R.Apply(w, p, fx)
-		case feMACs:
-			*(*[12]byte)(p.buf[p.head:]) = o.macs
-		case feDecTTL:
-			decTTL(p.IPv4())
-		case feFDBTouch:
-			o.fe.updated = now
-		case feNeighUse:
-			o.ne.used = now
-		case feEncap:
-			if !o.b1 || !e.enc.apply(o.vx, p) {
-				o.vx.encap(p, o.dst)
+	b := (*[8 * fastHdrWords]byte)(p.buf[head:])
+	h0, h1 := binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:])
+	h2, h3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
+	h4, h5 := binary.LittleEndian.Uint64(b[32:]), binary.LittleEndian.Uint64(b[40:])
+	h6, h7 := binary.LittleEndian.Uint64(b[48:]), binary.LittleEndian.Uint64(b[56:])
+	m, k := &e.mask, &e.hdr
+	return (h0&m[0]^k[0])|(h1&m[1]^k[1])|(h2&m[2]^k[2])|(h3&m[3]^k[3])|
+		(h4&m[4]^k[4])|(h5&m[5]^k[5])|(h6&m[6]^k[6])|(h7&m[7]^k[7]) == 0 && e.meta.same(p) && e.holds(w, h2, h3)
+}
+
+// fastRun applies e's effects to p, which matched e's key, e's checks
+// holding, and hands p over. When the hand-over is to a device at once,
+// and would be the next event (Engine.handOn), and the entry that event
+// replayed last time (e.link) matches p and holds, that replay runs here,
+// as the next event, without the engine, the device and the lookup.
+func (w *Walk) fastRun(e *fastEntry, p *Packet) {
+	eng := w.e
+	for {
+		now := eng.now
+		fxs := e.fx
+		adds := e.adds
+		for i := range adds {
+			a := &adds[i]
+			*a.a += a.x
+			*a.b += a.y
+		}
+		xf := e.xf
+		for i := range xf {
+			switch o := &xf[i]; o.kind {
+			case fcStage:
+				fx := &fxs[o.i]
+				fx.R.Apply(w, p, fx)
+			case feMACs:
+				*(*[12]byte)(p.buf[p.head:]) = o.macs
+			case feDecTTL:
+				decTTL(p.IPv4())
+			case feFDBTouch:
+				o.fe.updated = now
+			case feNeighUse:
+				o.ne.used = now
+			case feEncap:
+				if !o.b1 || !e.enc.apply(o.vx, p) {
+					o.vx.encap(p, o.dst)
+				}
 			}
 		}
+		e.out.restore(p, e.ct)
+		if e.term.kind == ftDeliver {
+			e.term.ns.deliver(w, e.term.dev, p)
+			return
+		}
+		if e.term.x != 0 || eng.inl <= 0 || eng.next.kind != 0 || !eng.nothingDue() {
+			eng.ScheduleRx(time.Duration(e.term.x), e.term.dev, p)
+			return
+		}
+		// The hand-over is the next event.
+		if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == e.term.dev && l.matches(w, p) {
+			eng.seq++ // as handOn and runNext do
+			eng.inl--
+			eng.inlined++
+			l.tbl.hits++
+			e = l
+			continue
+		}
+		eng.handOn(evRx, e.term.dev, nil, p)
+		eng.nextFrom = e
+		return
 	}
-	e.out.restore(p, e.ct)
-	if e.term.kind == ftDeliver {
-		e.term.ns.deliver(w, e.term.dev, p)
-	} else {
-		w.e.ScheduleRx(time.Duration(e.term.x), e.term.dev, p)
-	}
-	return true, false
 }
 
 // ipSumOf sums the 16-bit words of the IPv4 header (without options) in

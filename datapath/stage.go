@@ -188,6 +188,9 @@ type Walk struct {
 	dev *Device
 	// rec is the fast path's recording in progress (fastpath.go).
 	rec *fastRec
+	// from is the replayed entry that handed the running event on (set
+	// for the event's start only).
+	from *fastEntry
 	// Chooser, when set, decides branch points (random endpoint choice)
 	// instead of the random source; explore mode uses it to enumerate every
 	// branch. It returns whether the branch taken with probability p matches.
