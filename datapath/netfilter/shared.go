@@ -1419,6 +1419,9 @@ func (s *Shared) swappedSince(base uint64) map[string]bool {
 			found = true
 			break
 		}
+		if len(l.swapped) > maxSwapped {
+			break // (a delta of thousands: not walked per node)
+		}
 		for _, name := range l.swapped {
 			out[name] = true
 		}
