@@ -725,12 +725,12 @@ func (e *fastEntry) holds(w *Walk, h2, h3 uint64) bool {
 	return true
 }
 
-// matches reports whether e is the entry the lookup of p, received on
-// e.dev now, would find and replay: what fastReplay tests, without the
-// hash.
+// matches reports whether e is an entry the lookup of p, received on
+// e.dev now, would find and replay: what Device.receive and fastReplay
+// test (but what the configuration generation covers), without the hash.
 func (e *fastEntry) matches(w *Walk, p *Packet) bool {
 	head := p.head
-	if e.gen != w.e.cfgGen || p.CT.Entry != nil || p.delayedBy != nil || int(e.head) != head ||
+	if e.gen != w.e.cfgGen || p.Trace != nil || p.CT.Entry != nil || p.delayedBy != nil || int(e.head) != head ||
 		int(e.flen) != p.tail-head || head+8*fastHdrWords > len(p.buf) {
 		return false
 	}
@@ -745,10 +745,11 @@ func (e *fastEntry) matches(w *Walk, p *Packet) bool {
 }
 
 // fastRun applies e's effects to p, which matched e's key, e's checks
-// holding, and hands p over. When the hand-over is to a device at once,
-// and would be the next event (Engine.handOn), and the entry that event
-// replayed last time (e.link) matches p and holds, that replay runs here,
-// as the next event, without the engine, the device and the lookup.
+// holding, and hands p over (or delivers it). When that hands a frame on
+// to a device as the next event (Engine.handOn: the frame itself, or the
+// one a VXLAN socket decapsulated from it), and the entry that event
+// replayed last time (e.link) matches the frame and holds, that replay
+// runs here, as the next event, without the device and the lookup.
 func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 	eng := w.e
 	for {
@@ -781,24 +782,42 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 			}
 		}
 		e.out.restore(p, e.ct)
-		if e.term.kind == ftDeliver {
+		switch {
+		case e.term.kind == ftDeliver:
 			e.term.ns.deliver(w, e.term.dev, p)
+		case e.term.x == 0 && eng.inl > 0 && eng.next.kind == 0 && eng.nothingDue():
+			// The hand-over is the next event: what handOn and runNext
+			// do, without them when the link holds.
+			if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == e.term.dev && l.matches(w, p) {
+				eng.seq++
+				eng.inl--
+				eng.inlined++
+				l.tbl.hits++
+				e = l
+				continue
+			}
+			eng.handOn(evRx, e.term.dev, nil, p)
+			eng.nextFrom = e
 			return
-		}
-		if e.term.x != 0 || eng.inl <= 0 || eng.next.kind != 0 || !eng.nothingDue() {
+		default:
 			eng.ScheduleRx(time.Duration(e.term.x), e.term.dev, p)
+		}
+		n := &eng.next
+		if n.kind != evRx {
 			return
 		}
-		// The hand-over is the next event.
-		if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == e.term.dev && l.matches(w, p) {
-			eng.seq++ // as handOn and runNext do
-			eng.inl--
-			eng.inlined++
+		// A frame was handed on (Engine.handOn): the next event is its
+		// receipt, and nothing else happens in this one. If the entry
+		// that event replayed last time matches the frame and holds, it
+		// is replayed here; runNext would find one that does the same.
+		if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == n.dev && l.matches(w, n.pkt) {
+			p = n.pkt
+			n.kind = 0
+			eng.fg-- // as runNext: handOn counted the event
 			l.tbl.hits++
 			e = l
 			continue
 		}
-		eng.handOn(evRx, e.term.dev, nil, p)
 		eng.nextFrom = e
 		return
 	}
