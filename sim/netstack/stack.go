@@ -161,7 +161,7 @@ func (s *Stack) syncLocked() error {
 			continue
 		}
 		l := &link{s: s, dev: dev, id: tcpip.NICID(len(s.byDev) + 1)}
-		if err := s.st.CreateNICWithOptions(l.id, l, stack.NICOptions{Name: dev.Name}); err != nil {
+		if err := s.st.CreateNICWithOptions(l.id, l, stack.NICOptions{Name: dev.Name, QDisc: (*qdisc)(l)}); err != nil {
 			return &Error{Op: "attach", Netns: s.ns.Name, Msg: "create NIC " + dev.Name + ": " + err.String()}
 		}
 		s.nics[dev] = l
@@ -413,21 +413,43 @@ func (l *link) SetOnCloseAction(func()) {}
 // locally generated packet, queued at the current virtual time in the order
 // the stack wrote them.
 func (l *link) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
-	s := l.s
 	n := 0
 	for _, pkt := range pkts.AsSlice() {
-		p := s.ns.Engine().Pool.Get()
-		if !copyPacket(p, pkt) {
-			p.Release()
-			return n, &tcpip.ErrMessageTooLong{}
-		}
-		if s.ackOutput(p) {
-			s.send(p)
+		if err := l.write(pkt); err != nil {
+			return n, err
 		}
 		n++
 	}
 	return n, nil
 }
+
+// write copies one packet the stack wrote into a frame and hands it to
+// the delayed-ACK model and the namespace's output path.
+func (l *link) write(pkt *stack.PacketBuffer) tcpip.Error {
+	s := l.s
+	p := s.ns.Engine().Pool.Get()
+	if !copyPacket(p, pkt) {
+		p.Release()
+		return &tcpip.ErrMessageTooLong{}
+	}
+	if s.ackOutput(p) {
+		s.send(p)
+	}
+	return nil
+}
+
+// qdisc is a link's queueing discipline: none, as gVisor's default, but
+// each packet goes to the link as it is, where the default wraps it in a
+// list of one (an allocation per packet sent).
+type qdisc link
+
+var _ stack.QueueingDiscipline = (*qdisc)(nil)
+
+// WritePacket implements stack.QueueingDiscipline.
+func (q *qdisc) WritePacket(pkt *stack.PacketBuffer) tcpip.Error { return (*link)(q).write(pkt) }
+
+// Close implements stack.QueueingDiscipline.
+func (q *qdisc) Close() {}
 
 // copyPacket copies the IP packet pkt holds into p's frame, behind a
 // zeroed Ethernet header, straight from gVisor's views; false when it does
