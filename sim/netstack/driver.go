@@ -136,8 +136,10 @@ func (d *driver) settle() {
 			// goroutine that just entered or left a call may still be
 			// running on another processor: a round with activity
 			// does not count.
+			// (A round with activity on more than one processor does
+			// not count whatever the scheduler says: it is not asked.)
 			b := d.activity.Load()
-			if othersReady() || (b != a && d.procs > 1) {
+			if (b != a && d.procs > 1) || othersReady() {
 				quiet = 0
 			} else {
 				quiet++
@@ -199,7 +201,8 @@ func (d *driver) parallelCheck() bool {
 	for quiet, rounds := 0, 0; quiet < 3 && rounds < 100; rounds++ {
 		d.mu.Unlock()
 		runtime.Gosched()
-		ready := othersReady()
+		// Activity answers without the scheduler's count.
+		ready := d.activity.Load() == a && othersReady()
 		d.mu.Lock()
 		if d.activity.Load() != a || d.anyDirty() {
 			return true
