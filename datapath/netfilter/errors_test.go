@@ -141,3 +141,49 @@ func errorAs(err error, pe **ParseError) bool {
 	*pe = p
 	return ok
 }
+
+// A --noflush restore stages the table's own chain map until it creates
+// or deletes a chain: a failed one must leave the chains it created or
+// deleted as they were, as must a failed command.
+func TestNoflushFailureKeepsChains(t *testing.T) {
+	for _, tc := range []struct {
+		name, input string
+		exec        []string
+	}{
+		{name: "declared chain", input: "*nat\n:KUBE-NEW - [0:0]\n-A KUBE-NEW -j NOSUCH\nCOMMIT\n"},
+		{name: "created chain", input: "*nat\n-N KUBE-NEW\n-A KUBE-NEW -j NOSUCH\nCOMMIT\n"},
+		{name: "deleted chain", input: "*nat\n-X KUBE-OLD\n-A KUBE-SERVICES -j NOSUCH\nCOMMIT\n"},
+		{name: "looping jump", exec: []string{"-A", "KUBE-MARK-MASQ", "-j", "KUBE-SERVICES"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nf := newNF(t)
+			in, err := os.ReadFile("testdata/kube-proxy.save")
+			require.NoError(t, err)
+			require.NoError(t, nf.Restore(string(in), RestoreOptions{}))
+			require.NoError(t, nf.Exec(NAT, "-A", "KUBE-SERVICES", "-j", "KUBE-MARK-MASQ"))
+			require.NoError(t, nf.Exec(NAT, "-N", "KUBE-OLD"))
+			before := nf.Save(SaveOptions{Counters: true})
+			if tc.exec != nil {
+				err = nf.Exec(NAT, tc.exec...)
+			} else {
+				err = nf.Restore(tc.input, RestoreOptions{Noflush: true})
+			}
+			require.Error(t, err)
+			assert.Equal(t, before, nf.Save(SaveOptions{Counters: true}), "nothing changed")
+			assert.Nil(t, nf.Table(NAT).Chain("KUBE-NEW"))
+			assert.NotNil(t, nf.Table(NAT).Chain("KUBE-OLD"))
+		})
+	}
+}
+
+// A restore keeps a built-in chain's policy unless its input sets one.
+func TestRestoreKeepsPolicyNotSet(t *testing.T) {
+	nf := newNF(t)
+	require.NoError(t, nf.Exec(Filter, "-P", "FORWARD", "DROP"))
+	require.NoError(t, nf.Restore("*filter\n:INPUT DROP [0:0]\n-A FORWARD -j ACCEPT\nCOMMIT\n", RestoreOptions{}))
+	require.NoError(t, nf.Restore("*filter\n-A OUTPUT -j ACCEPT\nCOMMIT\n", RestoreOptions{Noflush: true}))
+	out := nf.Save(SaveOptions{})
+	assert.Contains(t, out, ":INPUT DROP [0:0]\n")
+	assert.Contains(t, out, ":FORWARD DROP [0:0]\n")
+	assert.Contains(t, out, ":OUTPUT ACCEPT [0:0]\n")
+}

@@ -47,6 +47,11 @@ type RestoreOptions struct {
 type staged struct {
 	t      *Table
 	chains map[string]*Chain
+	// live: chains is the table's own map (a --noflush restore or a
+	// command that has not created or deleted a chain yet), copied before
+	// the first change (ownChains) so that a failed restore leaves the
+	// table as it was.
+	live bool
 	// rules holds the rules of the chains this restore changed; the
 	// others keep their live rules (rulesOf). owned marks the slices this
 	// restore allocated, which it may modify in place.
@@ -65,21 +70,30 @@ type staged struct {
 }
 
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
-	st := &staged{t: t, chains: make(map[string]*Chain, len(t.chains)), rules: map[*Chain][]*Rule{}, owned: map[*Chain]bool{},
+	// A built-in chain keeps its policy unless the input sets one
+	// (commit).
+	st := &staged{t: t, rules: map[*Chain][]*Rule{}, owned: map[*Chain]bool{},
 		policy: map[*Chain]Verdict{}, pcount: map[*Chain][2]uint64{}, opts: opts, declared: map[string]bool{}}
+	if opts.Noflush {
+		st.chains, st.live = t.chains, true
+		return st
+	}
+	st.chains = make(map[string]*Chain, len(t.builtins))
 	for n, c := range t.chains {
-		if !opts.Noflush && !c.Builtin {
-			continue
-		}
-		st.chains[n] = c
 		if c.Builtin {
-			st.policy[c] = c.Policy
-			if !opts.Noflush {
-				st.rules[c] = nil // flushed
-			}
+			st.chains[n] = c
+			st.rules[c] = nil // flushed
 		}
 	}
 	return st
+}
+
+// ownChains makes st.chains a map of the restore's own before a chain
+// is created or deleted.
+func (st *staged) ownChains() {
+	if st.live {
+		st.chains, st.live = maps.Clone(st.chains), false
+	}
 }
 
 // rulesOf returns the rules c will have: those staged for it, else (with
@@ -147,6 +161,7 @@ func (st *staged) newChain(name string) error {
 		return errorf("chain `%s' already exists", name)
 	}
 	c := &Chain{Name: name}
+	st.ownChains()
 	st.chains[name] = c
 	st.rules[c] = nil
 	return nil
@@ -320,6 +335,7 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 			if refs[c] > 0 {
 				return errorf("chain `%s' is referenced by a rule (Too many links)", c.Name)
 			}
+			st.ownChains()
 			delete(st.chains, c.Name)
 			delete(st.rules, c)
 			delete(st.owned, c)
@@ -532,12 +548,13 @@ func depthMsg(r *Rule) string {
 // from hooks it supports. It computes each chain's hook mask.
 func (st *staged) validate() (*Rule, error) {
 	masks := map[*Chain]uint8{}
+	state := map[*Chain]uint8{} // per hook: 1 visiting, 2 done
 	for h := datapath.Prerouting; h <= datapath.Postrouting; h++ {
 		b := st.t.builtins[h]
 		if b == nil {
 			continue
 		}
-		state := map[*Chain]uint8{} // 1 visiting, 2 done
+		clear(state)
 		var visit func(c *Chain) (*Rule, error)
 		visit = func(c *Chain) (*Rule, error) {
 			state[c] = 1
@@ -575,7 +592,11 @@ func (st *staged) validate() (*Rule, error) {
 		}
 	}
 	// In chain-name order, so that with several offending rules the same
-	// one is reported every time.
+	// one is reported every time; the names are sorted only when there is
+	// one.
+	if !st.misused(masks, st.chains) {
+		return nil, nil
+	}
 	for _, name := range slices.Sorted(maps.Keys(st.chains)) {
 		c := st.chains[name]
 		for _, r := range st.rulesOf(c) {
@@ -587,6 +608,19 @@ func (st *staged) validate() (*Rule, error) {
 	return nil, nil
 }
 
+// misused reports whether a rule of chains uses a target from a hook it
+// is not usable from (what validate reports, in no particular order).
+func (st *staged) misused(masks map[*Chain]uint8, chains map[string]*Chain) bool {
+	for _, c := range chains {
+		for _, r := range st.rulesOf(c) {
+			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (nf *Netfilter) commit(st *staged) {
 	t := st.t
 	t.chains = st.chains
@@ -594,7 +628,9 @@ func (nf *Netfilter) commit(st *staged) {
 	nf.edits++
 	for _, c := range st.chains {
 		if c.Builtin {
-			c.Policy = st.policy[c]
+			if p, ok := st.policy[c]; ok {
+				c.Policy = p
+			}
 			if pc, ok := st.pcount[c]; ok {
 				c.Packets, c.Bytes = pc[0], pc[1]
 			}
@@ -767,30 +803,30 @@ func (nf *Netfilter) Exec(table string, args ...string) error {
 
 func (nf *Netfilter) exec(table string, args []string) error {
 	t := nf.tables[table]
-	text := "-t " + table + " " + strings.Join(args, " ")
+	text := func() string { return "-t " + table + " " + strings.Join(args, " ") }
 	if t == nil {
-		return &ParseError{Text: text, Msg: "can't initialize iptables table `" + table + "': Table does not exist"}
+		return &ParseError{Text: text(), Msg: "can't initialize iptables table `" + table + "': Table does not exist"}
 	}
 	if len(args) == 0 {
-		return &ParseError{Text: text, Msg: "no command specified"}
+		return &ParseError{Text: text(), Msg: "no command specified"}
 	}
 	st := nf.stage(t, RestoreOptions{Noflush: true})
 	if err := nf.command(st, args, 0); err != nil {
 		if err == errDetach {
 			return err
 		}
-		return &ParseError{Text: text, Msg: err.Error()}
+		return &ParseError{Text: text(), Msg: err.Error()}
 	}
 	if _, err := st.validate(); err != nil {
 		if err == errDetach {
 			return err
 		}
-		return &ParseError{Text: text, Msg: err.Error()}
+		return &ParseError{Text: text(), Msg: err.Error()}
 	}
 	// Only a new jump or goto can make a chain too deep.
 	if n := len(st.added); n > 0 && st.added[n-1].target.chain != nil {
 		if r, _ := st.checkDepth(); r != nil {
-			return &ParseError{Text: text, Msg: depthMsg(r)}
+			return &ParseError{Text: text(), Msg: depthMsg(r)}
 		}
 	}
 	nf.commit(st)
