@@ -507,9 +507,12 @@ func (c *Cluster) sharedPartialProxyRules(cfg kubeproxy.Config, snap kubeproxy.S
 // of the latest generation (canon).
 type proxyTrack struct {
 	tracker kubeproxy.Tracker
-	snap    kubeproxy.Snapshot
-	gen     uint64
-	canon   *proxyCanon
+	// checks is the nodes' shared memo of iptables -C parses: every
+	// kube-proxy checks the same jump rules at its first sync.
+	checks netfilter.CheckMemo
+	snap   kubeproxy.Snapshot
+	gen    uint64
+	canon  *proxyCanon
 	// snapIdx indexes the recent snapshots by their first Service;
 	// patchedSnaps counts the snapshots patched (for tests).
 	snapIdx      map[*kubeproxy.Service]*snapIndex
@@ -785,6 +788,7 @@ func (c *Cluster) installNetfilter(n *Node) error {
 	n.Conntrack = conntrack.Install(n.Host, conntrack.Config{})
 	n.Netfilter = netfilter.Install(n.Host, n.Conntrack)
 	n.NFTables = nftables.Install(n.Host, n.Netfilter)
+	n.Netfilter.ShareChecks(&c.proxyTracker().checks)
 	if n.Flannel == nil {
 		return nil
 	}

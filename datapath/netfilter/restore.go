@@ -857,8 +857,10 @@ func (nf *Netfilter) Check(table, chain string, args ...string) (bool, error) {
 		return false, &ParseError{Text: strings.Join(args, " "), Msg: err.Error()}
 	}
 	if r.memoizable() {
-		if nf.checked == nil || len(nf.checked) >= checkedMax {
+		if nf.checked == nil {
 			nf.checked = map[string]checkedRule{}
+		} else if len(nf.checked) >= checkedMax {
+			clear(nf.checked) // shared (ShareChecks): cleared for every namespace sharing it
 		}
 		m := checkedRule{text: r.text}
 		if r.target.chain != nil {
@@ -867,6 +869,26 @@ func (nf *Netfilter) Check(table, chain string, args ...string) (bool, error) {
 		nf.checked[key] = m
 	}
 	return c.hasRuleText(r.text), nil
+}
+
+// CheckMemo is a memo of what Check's arguments parse to, shared by the
+// namespaces given it (ShareChecks): every node's kube-proxy checks the
+// same jump rules, and they parse to the same rule text in every
+// namespace where the chain they jump to exists (the memo is keyed by
+// table, chain and arguments; rules whose parse consults the namespace,
+// naming an ipset or a recent table, are not memoized). The zero value is
+// ready to use. Not safe for concurrent use: the namespaces sharing one
+// are used from one goroutine.
+type CheckMemo struct{ m map[string]checkedRule }
+
+// ShareChecks makes Check use m for its memo, as every other namespace
+// given m does. It changes no answer Check gives, only how often the
+// arguments are parsed.
+func (nf *Netfilter) ShareChecks(m *CheckMemo) {
+	if m.m == nil {
+		m.m = map[string]checkedRule{}
+	}
+	nf.checked = m.m
 }
 
 // hasRuleText reports whether c holds a rule iptables-save prints as text
