@@ -22,9 +22,10 @@ import (
 // walk is configuration, which the engine's configuration generation
 // (cfgGen) covers in one word: every change of addresses, devices (up,
 // MTU, MAC and hairpin through their setters, stages, deletion), hooks,
-// bridge ports, bridge and underlay FDBs, VXLAN FDBs and meshes bumps it.
-// What can change without it is checked one by one: the routes and
-// sysctls of the namespace, the neighbour entry's state and address, the underlay's latency, and each
+// bridge ports, bridge and underlay FDBs, VXLAN FDBs, meshes and the
+// namespaces' routing tables (route.Table.SetNotify, shared routes
+// included) bumps it. What can change without it is checked one by one:
+// the sysctls of the namespace (written directly), the neighbour entry's state and address, the underlay's latency, and each
 // stage's own effect (the generation of a hook's rules, the conntrack
 // entry's identity, state and status). What changes with time alone (a
 // neighbour due to turn STALE, an FDB entry due to age out, the periodic
@@ -193,7 +194,7 @@ type fastKind uint8
 
 const (
 	// checks
-	fcNetns    fastKind = iota + 1 // routes, sysctls
+	fcNetns    fastKind = iota + 1 // sysctls
 	fcNeigh                        // entry live, same state and MAC; its ageing
 	fcARP                          // the node's periodic neighbour collector is not due
 	fcFDBAlive                     // an FDB entry the walk looked up has not aged out
@@ -241,7 +242,7 @@ type fastOp struct {
 //
 // The configuration generation (Engine.cfgGen) changes with every change
 // of addresses, devices and their stages, hooks, bridge ports and FDBs,
-// the underlay's FDB, VXLAN FDBs and meshes; the deadline is the earliest
+// the underlay's FDB, VXLAN FDBs, meshes and routes; the deadline is the earliest
 // virtual time at which an entry the walk used may have aged (a neighbour
 // due to turn STALE, an FDB entry due to age out, the node's periodic
 // neighbour collector due to run), computed when recorded from times
@@ -276,12 +277,11 @@ type fastEntry struct {
 	linkStamp uint64
 }
 
-// fastNetns holds while the namespace's routes and sysctls are as they
-// were.
+// fastNetns holds while the namespace's sysctls are as they were (its
+// routes are covered by the configuration generation).
 type fastNetns struct {
-	ns   *Netns
-	rgen uint64
-	sys  Sysctls
+	ns  *Netns
+	sys Sysctls
 }
 
 // fastNeigh holds while the neighbour entry is in the table in the same
@@ -445,7 +445,7 @@ func (r *fastRec) netns(ns *Netns) {
 	}
 	r.lastNS = ns
 	o := r.op(fcNetns)
-	o.ns, o.y, o.sys = ns, ns.Routes.Gen(), ns.Sysctl
+	o.ns, o.sys = ns, ns.Sysctl
 }
 
 // validatedIP notes that the walk checked the IPv4 header of p (tot is
@@ -533,7 +533,7 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 		switch o.kind {
 		case fcNetns:
 			// Its addresses are covered by the configuration generation.
-			if c := (fastNetns{o.ns, o.y, o.sys}); !slices.Contains(e.nss, c) {
+			if c := (fastNetns{o.ns, o.sys}); !slices.Contains(e.nss, c) {
 				e.nss = append(e.nss, c)
 			}
 		case fcFDBAlive:
@@ -690,7 +690,7 @@ func (e *fastEntry) holds(w *Walk, h2, h3 uint64) bool {
 	nss := e.nss
 	for i := range nss {
 		c := &nss[i]
-		if c.ns.Sysctl != c.sys || c.ns.Routes.Gen() != c.rgen {
+		if c.ns.Sysctl != c.sys {
 			return false
 		}
 	}

@@ -313,6 +313,14 @@ func TestFastPathEquivalence(t *testing.T) {
 			require.True(t, w1(w).Routes.Delete(netip.PrefixFrom(w.r.Web2.IP, 32), 0))
 		}),
 		udpX,
+		change("blackhole route to web-2 added to cka-w1's table directly", func(t *testing.T, w *fastWorld) {
+			require.NoError(t, w1(w).Routes.Add(route.Route{Dst: netip.PrefixFrom(w.r.Web2.IP, 32), Type: route.Blackhole}))
+		}),
+		udpX,
+		change("blackhole route deleted from cka-w1's table directly", func(t *testing.T, w *fastWorld) {
+			require.True(t, w1(w).Routes.Delete(netip.PrefixFrom(w.r.Web2.IP, 32), 0))
+		}),
+		udpX,
 		udpBig,
 		change("flannel.1 MTU 68", func(t *testing.T, w *fastWorld) { require.NoError(t, w1(w).SetMTU("flannel.1", 68)) }),
 		udpX, udpBig,

@@ -82,6 +82,9 @@ func (e *Engine) NewNetns(node, name string) *Netns {
 		bcast:  map[[4]byte]bool{},
 		Sysctl: Sysctls{DefaultTTL: 64, EchoIgnoreBroadcasts: true},
 	}
+	// A route change changes the configuration generation: the replays
+	// (fastpath.go) need not check each namespace's table.
+	ns.Routes.SetNotify(&e.cfgGen)
 	ns.neigh.init()
 	ns.arp = e.arpTable(node)
 	ns.sockets.init()

@@ -153,6 +153,28 @@ type Table struct {
 	// unshare is called before a change to this table would touch a
 	// route it holds through shared; it must copy them in (Unshare).
 	unshare func()
+	// notify, when set, is a counter every change of the table's
+	// generation increments too (SetNotify).
+	notify *uint64
+}
+
+// SetNotify makes every later change of t's generation (its own routes, or
+// those of a Shared table it holds from then on) also increment *g: the
+// datapath points it at its engine's configuration generation, so that a
+// replayed walk need not compare each namespace's table generation.
+func (t *Table) SetNotify(g *uint64) {
+	t.notify = g
+	if t.shared != nil {
+		t.shared.notifyTo(g)
+	}
+}
+
+// bump changes t's generation.
+func (t *Table) bump() {
+	t.gen++
+	if t.notify != nil {
+		*t.notify++
+	}
 }
 
 // Gen is the table's generation: it changes whenever a route is added or
@@ -198,7 +220,7 @@ func (t *Table) Add(r Route) error {
 	t.byLen[bits][k] = rs
 	t.lens |= 1 << bits
 	t.n++
-	t.gen++
+	t.bump()
 	if t.shared != nil {
 		t.shared.claim(t, r.Dst)
 	}
@@ -256,7 +278,7 @@ func (t *Table) Delete(dst netip.Prefix, metric int) bool {
 				t.byLen[bits][k] = rs
 			}
 			t.n--
-			t.gen++
+			t.bump()
 			if t.shared != nil && len(rs) == 0 {
 				t.shared.unclaim(t, dst)
 			}
@@ -423,6 +445,23 @@ type Shared struct {
 	n      int
 	gen    uint64
 	claims map[netip.Prefix][]*Table
+	// notify are the counters of the tables sharing s (Table.SetNotify),
+	// each once: a change of s increments each.
+	notify []*uint64
+}
+
+func (s *Shared) notifyTo(g *uint64) {
+	if g != nil && !slices.Contains(s.notify, g) {
+		s.notify = append(s.notify, g)
+	}
+}
+
+// bump changes s's generation, and so that of every table holding it.
+func (s *Shared) bump() {
+	s.gen++
+	for _, g := range s.notify {
+		*g++
+	}
 }
 
 func (s *Shared) has(dst netip.Prefix) bool {
@@ -472,7 +511,7 @@ func (s *Shared) Put(r Route) error {
 	}
 	s.byLen[bits][k] = &r
 	s.lens |= 1 << bits
-	s.gen++
+	s.bump()
 	return nil
 }
 
@@ -487,7 +526,7 @@ func (s *Shared) Remove(dst netip.Prefix) bool {
 		s.lens &^= 1 << bits
 	}
 	s.n--
-	s.gen++
+	s.bump()
 	return true
 }
 
@@ -508,7 +547,8 @@ func (s *Shared) Len() int { return s.n }
 // t to have its own copies (its owner copies other shared state too).
 func (t *Table) Share(s *Shared, skip netip.Prefix, unshare func()) {
 	t.shared, t.skip, t.unshare = s, skip, unshare
-	t.gen++
+	s.notifyTo(t.notify)
+	t.bump()
 	for _, m := range t.byLen {
 		for _, rs := range m {
 			s.claim(t, rs[0].Dst)
@@ -520,7 +560,7 @@ func (t *Table) Share(s *Shared, skip netip.Prefix, unshare func()) {
 func (t *Table) SetSkip(skip netip.Prefix) {
 	if t.skip != skip {
 		t.skip = skip
-		t.gen++
+		t.bump()
 	}
 }
 
@@ -561,5 +601,6 @@ func (t *Table) Unshare() {
 		t.lens |= 1 << bits
 		t.n++
 	}
-	t.gen = g + 1
+	t.gen = g
+	t.bump()
 }

@@ -72,3 +72,47 @@ func TestSharedTableIsItsCopies(t *testing.T) {
 	require.Equal(t, 3, s.Len())
 	same("unshared tables do not see later peers")
 }
+
+// TestSetNotifyFollowsGen: every change that moves a table's generation
+// (its own routes, its shared table's, sharing and unsharing) moves the
+// counter it notifies too, which is what lets the datapath's replays
+// check the engine's configuration generation instead of each table's.
+func TestSetNotifyFollowsGen(t *testing.T) {
+	pfx := netip.MustParsePrefix
+	peer := func(s string) Route {
+		p := pfx(s)
+		return Route{Dst: p, Gw: p.Addr(), Dev: 3, DevName: "flannel.1", OnLink: true, Proto: ProtoBoot}
+	}
+	var tbl Table
+	var s Shared
+	s.Dev = 3
+	var cfg uint64
+	tbl.SetNotify(&cfg)
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"add", func() error {
+			return tbl.Add(Route{Dst: pfx("10.244.0.0/24"), Dev: 4, DevName: "cni0", Proto: ProtoKernel, Scope: ScopeLink})
+		}},
+		{"replace", func() error {
+			return tbl.Replace(Route{Dst: pfx("10.244.0.0/24"), Dev: 5, DevName: "cni1", Proto: ProtoKernel, Scope: ScopeLink})
+		}},
+		{"shared put before sharing", func() error { return s.Put(peer("10.244.1.0/24")) }},
+		{"share", func() error { tbl.Share(&s, pfx("10.244.0.0/24"), nil); return nil }},
+		{"shared put", func() error { return s.Put(peer("10.244.2.0/24")) }},
+		{"shared remove", func() error { s.Remove(pfx("10.244.2.0/24")); return nil }},
+		{"skip", func() error { tbl.SetSkip(pfx("10.244.1.0/24")); return nil }},
+		{"unshare", func() error { tbl.Unshare(); return nil }},
+		{"delete", func() error { tbl.Delete(pfx("10.244.0.0/24"), 0); return nil }},
+		{"delete dev", func() error { tbl.DeleteDev(3); return nil }},
+	}
+	for _, st := range steps {
+		gen, n := tbl.Gen(), cfg
+		require.NoError(t, st.do(), st.name)
+		if tbl.Gen() != gen {
+			require.NotEqual(t, n, cfg, "%s: the generation moved, the counter did not", st.name)
+		}
+	}
+	require.Equal(t, 0, tbl.Len())
+}
