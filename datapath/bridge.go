@@ -195,6 +195,9 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 // and POSTROUTING when enabled.
 func (b *bridge) forward(w *Walk, port *Device, p *Packet) {
 	ns := b.dev.ns
+	if r := w.recording(); r != nil {
+		r.netns(ns)
+	}
 	if ns.Sysctl.BridgeNFCallIPTables && p.EtherType() == 0x0800 && p.InDev != nil && p.InDev.master == b.dev {
 		if !ns.bridgeForward(w, b, port, p) {
 			return

@@ -439,6 +439,10 @@ func (r *fastRec) add(a *uint64, x uint64, b *uint64, y uint64) {
 	o.a, o.x, o.b, o.y = a, x, b, y
 }
 
+// netns notes that the walk read a sysctl of ns (the only namespace state
+// the configuration generation does not cover): called where they are
+// read, so that a replay checks the namespaces whose sysctls decided it,
+// not every namespace it passed.
 func (r *fastRec) netns(ns *Netns) {
 	if r.lastNS == ns {
 		return
@@ -486,7 +490,6 @@ func (ns *Netns) fastStart(w *Walk, dev *Device, p *Packet) {
 	r.gen, r.ipOK, r.n = w.e.cfgGen, false, 0
 	r.enc.ok = false
 	w.rec = r
-	r.netns(ns)
 }
 
 // fastEnd stops recording; with a terminal op appended and nothing

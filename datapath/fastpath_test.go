@@ -305,6 +305,18 @@ func TestFastPathEquivalence(t *testing.T) {
 		udpX,
 		change("ip_forward on on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = true }),
 		udpX,
+		change("ip_forward off on cka-w2 (the decapsulated frame's)", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Sysctl.IPForward = false }),
+		udpX,
+		change("ip_forward on on cka-w2", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Sysctl.IPForward = true }),
+		udpX,
+		change("ip_default_ttl 9 on cka-w1 (the outer VXLAN header's)", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.DefaultTTL = 9 }),
+		udpX,
+		change("ip_default_ttl 64 on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.DefaultTTL = 64 }),
+		udpX,
+		change("bridge-nf-call-iptables off on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.BridgeNFCallIPTables = false }),
+		udpS, udpX,
+		change("bridge-nf-call-iptables on on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.BridgeNFCallIPTables = true }),
+		udpS, udpX,
 		change("blackhole route to web-2 on cka-w1", func(t *testing.T, w *fastWorld) {
 			require.NoError(t, w1(w).AddRoute(datapath.RouteSpec{Dst: netip.PrefixFrom(w.r.Web2.IP, 32), Type: route.Blackhole}))
 		}),

@@ -227,9 +227,6 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 		dev.transmit(w, p)
 		return
 	}
-	if r != nil {
-		r.netns(ns)
-	}
 	if _, bcast := ns.addrClass(nextHop); nextHop == [4]byte{255, 255, 255, 255} || bcast {
 		p.SetMACs(dev.MAC, BroadcastMAC)
 		if r != nil {

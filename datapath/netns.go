@@ -517,9 +517,6 @@ func (ns *Netns) ipReceive(w *Walk, dev *Device, p *Packet) {
 func (ns *Netns) routeInput(w *Walk, dev *Device, p *Packet) {
 	ip := p.IPv4()
 	dst := [4]byte(ip[16:20])
-	if r := w.recording(); r != nil {
-		r.netns(ns)
-	}
 	if local, bcast := ns.addrClass(dst); local || bcast || dst == [4]byte{255, 255, 255, 255} {
 		if !ns.runHook(w, Input, p, dev) {
 			return
@@ -537,6 +534,9 @@ func (ns *Netns) routeInput(w *Walk, dev *Device, p *Packet) {
 	if dst[0] == 127 {
 		ns.drop(w, p, dev, "route", ReasonNoRoute, "martian destination "+addrString(dst))
 		return
+	}
+	if r := w.recording(); r != nil {
+		r.netns(ns)
 	}
 	if !ns.Sysctl.IPForward {
 		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4HostUnreachable, 0)
@@ -666,9 +666,6 @@ func (ns *Netns) sendLocal(w *Walk, p *Packet) {
 func (ns *Netns) routeOutput(w *Walk, p *Packet) bool {
 	ip := p.IPv4()
 	dst := [4]byte(ip[16:20])
-	if r := w.recording(); r != nil {
-		r.netns(ns)
-	}
 	if local, _ := ns.addrClass(dst); local || dst[0] == 127 {
 		p.OutDev, p.NextHop = ns.lo, dst
 		return true

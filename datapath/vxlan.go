@@ -227,6 +227,10 @@ func (v *VXLAN) xmit(w *Walk, p *Packet) {
 		o.vx, o.dst = v, dst
 		if !r.enc.ok && r.ipOK {
 			o.b1 = r.enc.record(v, p)
+			if o.b1 {
+				// The template holds the namespace's default TTL.
+				r.netns(v.dev.ns)
+			}
 		}
 	}
 	// iptunnel_xmit scrubs the skb: the outer packet is a new flow for
