@@ -75,6 +75,10 @@ func (e *timeoutError) Timeout() bool     { return true }
 func (e *timeoutError) Temporary() bool   { return true }
 func (e *timeoutError) Is(err error) bool { return err == context.DeadlineExceeded }
 
+// errRequestCanceled is the words of net/http's error for a request
+// cancelled by Transport.CancelRequest.
+const errRequestCanceled = "net/http: request canceled"
+
 // Where an exchange's virtual deadline comes from, which decides the words
 // of its error.
 const (
@@ -86,8 +90,15 @@ const (
 // read to its end or closed, and the calls it has a worker make (the
 // exchange is the worker's task, so a call allocates no closure).
 type exchange struct {
-	d        *driver
-	cancel   context.CancelCauseFunc
+	d *driver
+	// The transport and the request, for cancelling it: an exchange
+	// gives up by http.Transport's CancelRequest, the cancellation the
+	// transport sets up for every request anyway, rather than through a
+	// context of its own (which cost five allocations per request: the
+	// context, its cancel function, its done channel, the map of the
+	// transport's child context, the request's copy).
+	tr       *http.Transport
+	orig     *http.Request
 	tm       *vtimer
 	from     int
 	timedOut bool // under d.mu
@@ -131,8 +142,16 @@ func (x *exchange) run() {
 	}
 }
 
-// giveUp implements task: the request's context is cancelled.
-func (x *exchange) giveUp() { x.cancel(nil) }
+// giveUp implements task: the request is cancelled, as its context's
+// cancellation would (the transport closes its connection).
+func (x *exchange) giveUp() { x.cancelRequest() }
+
+// cancelRequest cancels the exchange's request; after its response body
+// is read or closed, it does nothing.
+func (x *exchange) cancelRequest() {
+	//lint:ignore SA1019 the transport's own cancellation of a request, set up for every request
+	x.tr.CancelRequest(x.orig)
+}
 
 func (x *exchange) expired() bool {
 	x.d.lock()
@@ -140,14 +159,13 @@ func (x *exchange) expired() bool {
 	return x.timedOut
 }
 
-// stop disarms the deadline and releases the request's context.
+// stop disarms the deadline.
 func (x *exchange) stop() {
 	if x.tm != nil {
 		x.d.lock()
 		x.tm.Stop()
 		x.d.unlock()
 	}
-	x.cancel(nil)
 }
 
 // timeout is the error of an exchange whose deadline passed, in net/http's
@@ -163,14 +181,20 @@ func (x *exchange) timeout(err error, while string) error {
 	if while == "headers" {
 		return &timeoutError{"context deadline exceeded (Client.Timeout exceeded while awaiting headers)"}
 	}
-	return &timeoutError{err.Error() + " (Client.Timeout or context cancellation while reading body)"}
+	msg := err.Error()
+	if msg == errRequestCanceled {
+		// The transport's error for a request cancelled without a
+		// context (CancelRequest); cancelled by its deadline's context,
+		// as net/http's Client does, it is the context's.
+		msg = context.DeadlineExceeded.Error()
+	}
+	return &timeoutError{msg + " (Client.Timeout or context cancellation while reading body)"}
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	d := t.s.d
-	ctx, cancel := context.WithCancelCause(req.Context())
-	x := &exchange{d: d, cancel: cancel}
+	x := &exchange{d: d, tr: t.inner, orig: req}
 	in := time.Duration(-1)
 	if t.Timeout > 0 {
 		in, x.from = t.Timeout, fromClient
@@ -188,11 +212,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if in >= 0 {
 		d.lock()
-		x.tm = &vtimer{d: d, f: func() { x.timedOut = true; cancel(context.DeadlineExceeded) }}
+		x.tm = &vtimer{d: d, f: func() { x.timedOut = true; x.cancelRequest() }}
 		x.tm.Reset(in)
 		d.unlock()
 	}
-	x.op, x.t, x.req = opRoundTrip, t.inner, req.WithContext(ctx)
+	x.op, x.t, x.req = opRoundTrip, t.inner, req
 	idle := d.doTask(x, true)
 	resp, err := x.resp, x.err
 	x.t, x.req, x.resp, x.err = nil, nil, nil, nil

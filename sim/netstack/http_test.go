@@ -136,3 +136,44 @@ func TestNginxNotFound(t *testing.T) {
 func netstackWget(w *web, url string) (string, string, int) {
 	return netstack.Wget(w.World, w.Client.Netns, url)
 }
+
+// TestRoundTripRequest: the response's Request is the request sent, as
+// http.Transport's RoundTrip gives it, on a new connection and a kept-alive
+// one (the Transport cancels a request through the http.Transport's own
+// cancellation, not through a copy of the request with a context of its
+// own).
+func TestRoundTripRequest(t *testing.T) {
+	w := newWeb(t, 1)
+	w.onlyWeb2(t)
+	tr := w.client.Transport()
+	for range 2 {
+		req, err := http.NewRequest(http.MethodGet, "http://10.111.80.136/", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Same(t, req, resp.Request)
+	}
+}
+
+// TestRoundTripIdleGivesUp: a GET to a server that accepts and never
+// answers returns the idle error when nothing is left to run: the request
+// is cancelled (its connection closed, as cancelling its context would),
+// or RoundTrip, told to give up, would stay blocked and the Get with it.
+func TestRoundTripIdleGivesUp(t *testing.T) {
+	w := newWeb(t, 1)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	_, err = w.client.HTTPClient(0).Get("http://" + w.Web2.IP.String() + ":9000/")
+	var idle *netstack.IdleError
+	require.ErrorAs(t, err, &idle)
+}
