@@ -85,3 +85,38 @@ func TestSharedCheckMemoAnswersAsAlone(t *testing.T) {
 	assert.NotEqual(t, alone[1], alone[2])
 	assert.NotEqual(t, alone[0], alone[2])
 }
+
+// A command parsing arguments Check parsed before takes the rule text
+// memoized only for the same chain: the tables end as they end in a
+// namespace where nothing was checked.
+func TestExecTakesCheckedTextAsParsed(t *testing.T) {
+	jump := []string{"-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+	mark := []string{"-p", "tcp", "-m", "tcp", "--dport", "80", "-j", "MARK", "--set-mark", "0x4000"}
+	cmds := [][]string{
+		{NAT, "-N", "KUBE-SERVICES"},
+		append([]string{NAT, "-I", "OUTPUT"}, jump...),
+		append([]string{NAT, "-A", "PREROUTING"}, jump...),
+		append([]string{NAT, "-I", "POSTROUTING", "1"}, jump...),
+		append([]string{NAT, "-A", "OUTPUT"}, mark...),
+		append([]string{NAT, "-A", "PREROUTING"}, mark...),
+		append([]string{NAT, "-D", "OUTPUT"}, jump...),
+		append([]string{NAT, "-A", "OUTPUT"}, jump...),
+	}
+	plain := newNF(t)
+	for _, c := range cmds {
+		require.NoError(t, plain.Exec(c[0], c[1:]...))
+	}
+	var memo CheckMemo
+	nf := newNF(t)
+	nf.ShareChecks(&memo)
+	require.NoError(t, nf.Exec(NAT, "-N", "KUBE-SERVICES"))
+	for _, args := range [][]string{jump, mark} {
+		ok, err := nf.Check(NAT, "OUTPUT", args...)
+		require.NoError(t, err)
+		assert.False(t, ok)
+	}
+	for _, c := range cmds[1:] {
+		require.NoError(t, nf.Exec(c[0], c[1:]...))
+	}
+	assert.Equal(t, plain.Save(SaveOptions{Counters: true}), nf.Save(SaveOptions{Counters: true}))
+}

@@ -219,6 +219,10 @@ type ruleParser struct {
 	// chains resolves jump targets in the table being built, then base.
 	chains map[string]*Chain
 	base   *Shared
+	// known: the rule's text is text (memoized by Check: the same
+	// arguments parsed in the same table and chain).
+	text  string
+	known bool
 }
 
 func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
@@ -443,7 +447,11 @@ func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
 			return nil, nil, errorf("Can't use -o with %s", h)
 		}
 	}
-	r.text = string(r.save(nil))
+	if rp.known {
+		r.text = rp.text
+	} else {
+		r.text = string(r.save(nil))
+	}
 	return r, counters, nil
 }
 

@@ -67,6 +67,11 @@ type staged struct {
 	// ctr holds the counters the input gave rules ("[p:b] -A ..." or
 	// -c P B) under --counters.
 	ctr map[*Rule]counter
+	// memo is Check's memo when the restore is one command (exec): a
+	// rule parsed from arguments Check parsed before in the same table
+	// and chain takes the text memoized (its parse succeeded, so it is
+	// the rule Check parsed).
+	memo map[string]checkedRule
 }
 
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
@@ -169,6 +174,11 @@ func (st *staged) newChain(name string) error {
 
 func (st *staged) parseRule(nf *Netfilter, c *Chain, words []string) (*Rule, error) {
 	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains, base: st.t.base}
+	if st.memo != nil {
+		if m, ok := st.memo[checkKey(st.t.Name, c.Name, words)]; ok {
+			rp.text, rp.known = m.text, true
+		}
+	}
 	r, counters, err := rp.parse(words)
 	if err != nil {
 		return nil, err
@@ -811,6 +821,7 @@ func (nf *Netfilter) exec(table string, args []string) error {
 		return &ParseError{Text: text(), Msg: "no command specified"}
 	}
 	st := nf.stage(t, RestoreOptions{Noflush: true})
+	st.memo = nf.checked
 	if err := nf.command(st, args, 0); err != nil {
 		if err == errDetach {
 			return err
@@ -844,7 +855,7 @@ func (nf *Netfilter) Check(table, chain string, args ...string) (bool, error) {
 	if c == nil {
 		return false, &ParseError{Text: chain, Msg: errorf("chain `%s' does not exist (No chain/target/match by that name)", chain).Error()}
 	}
-	key := table + "\x00" + chain + "\x00" + strings.Join(args, "\x00")
+	key := checkKey(table, chain, args)
 	// A memoized rule parses the same while the chain it jumps to is
 	// there: nothing else it names (no ipset, no recent table) is looked
 	// up when it is parsed.
@@ -889,6 +900,11 @@ func (nf *Netfilter) ShareChecks(m *CheckMemo) {
 		m.m = map[string]checkedRule{}
 	}
 	nf.checked = m.m
+}
+
+// checkKey is the key of Check's memo.
+func checkKey(table, chain string, args []string) string {
+	return table + "\x00" + chain + "\x00" + strings.Join(args, "\x00")
 }
 
 // hasRuleText reports whether c holds a rule iptables-save prints as text
