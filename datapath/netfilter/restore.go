@@ -77,8 +77,9 @@ type staged struct {
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
 	// A built-in chain keeps its policy unless the input sets one
 	// (commit).
-	st := &staged{t: t, rules: map[*Chain][]*Rule{}, owned: map[*Chain]bool{},
-		policy: map[*Chain]Verdict{}, pcount: map[*Chain][2]uint64{}, opts: opts, declared: map[string]bool{}}
+	// policy, pcount and declared are made by the first line that sets
+	// them (most commands set none).
+	st := &staged{t: t, rules: map[*Chain][]*Rule{}, owned: map[*Chain]bool{}, opts: opts}
 	if opts.Noflush {
 		st.chains, st.live = t.chains, true
 		return st
@@ -125,6 +126,13 @@ func (st *staged) mutable(c *Chain) []*Rule {
 	copy(rs, old)
 	st.rules[c], st.owned[c] = rs, true
 	return rs
+}
+
+func (st *staged) setPolicy(c *Chain, v Verdict) {
+	if st.policy == nil {
+		st.policy = map[*Chain]Verdict{}
+	}
+	st.policy[c] = v
 }
 
 func (st *staged) setRules(c *Chain, rs []*Rule) {
@@ -362,7 +370,7 @@ func (nf *Netfilter) command(st *staged, words []string, line int) error {
 		if !ok || !c.Builtin {
 			return errorf("Bad built-in chain name or policy `%s'", rest[1])
 		}
-		st.policy[c] = v
+		st.setPolicy(c, v)
 	case "-Z", "--zero":
 		// Counters are zeroed at commit time only for the named chains; the
 		// model zeroes them immediately, which is not observable during a
@@ -426,10 +434,16 @@ func (nf *Netfilter) declare(st *staged, words []string) error {
 		if !ok {
 			return errorf("Can't set policy `%s' on `%s': Bad policy name", policy, name)
 		}
-		st.policy[c] = v
+		st.setPolicy(c, v)
 		if st.opts.Counters && cnt != nil {
+			if st.pcount == nil {
+				st.pcount = map[*Chain][2]uint64{}
+			}
 			st.pcount[c] = [2]uint64{cnt[0], cnt[1]}
 		}
+	}
+	if st.declared == nil {
+		st.declared = map[string]bool{}
 	}
 	st.declared[name] = true
 	return nil
@@ -604,7 +618,7 @@ func (st *staged) validate() (*Rule, error) {
 	// In chain-name order, so that with several offending rules the same
 	// one is reported every time; the names are sorted only when there is
 	// one.
-	if !st.misused(masks, st.chains) {
+	if !st.misused(masks) {
 		return nil, nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(st.chains)) {
@@ -618,10 +632,14 @@ func (st *staged) validate() (*Rule, error) {
 	return nil, nil
 }
 
-// misused reports whether a rule of chains uses a target from a hook it
-// is not usable from (what validate reports, in no particular order).
-func (st *staged) misused(masks map[*Chain]uint8, chains map[string]*Chain) bool {
-	for _, c := range chains {
+// misused reports whether a rule of the staged chains uses a target from
+// a hook it is not usable from (what validate reports, in no particular
+// order). Only the chains reached from a hook (masks) can.
+func (st *staged) misused(masks map[*Chain]uint8) bool {
+	for c := range masks {
+		if st.chains[c.Name] != c {
+			continue
+		}
 		for _, r := range st.rulesOf(c) {
 			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
 				return true
