@@ -572,6 +572,7 @@ func depthMsg(r *Rule) string {
 // from hooks it supports. It computes each chain's hook mask.
 func (st *staged) validate() (*Rule, error) {
 	masks := map[*Chain]uint8{}
+	var reached []*Chain        // masks' chains, in the order first reached
 	state := map[*Chain]uint8{} // per hook: 1 visiting, 2 done
 	for h := datapath.Prerouting; h <= datapath.Postrouting; h++ {
 		b := st.t.builtins[h]
@@ -582,6 +583,9 @@ func (st *staged) validate() (*Rule, error) {
 		var visit func(c *Chain) (*Rule, error)
 		visit = func(c *Chain) (*Rule, error) {
 			state[c] = 1
+			if masks[c] == 0 {
+				reached = append(reached, c)
+			}
 			masks[c] |= 1 << h
 			if c.shared != nil {
 				// A shared chain reaches only shared chains: its summary
@@ -618,7 +622,7 @@ func (st *staged) validate() (*Rule, error) {
 	// In chain-name order, so that with several offending rules the same
 	// one is reported every time; the names are sorted only when there is
 	// one.
-	if !st.misused(masks) {
+	if !st.misused(reached, masks) {
 		return nil, nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(st.chains)) {
@@ -634,9 +638,10 @@ func (st *staged) validate() (*Rule, error) {
 
 // misused reports whether a rule of the staged chains uses a target from
 // a hook it is not usable from (what validate reports, in no particular
-// order). Only the chains reached from a hook (masks) can.
-func (st *staged) misused(masks map[*Chain]uint8) bool {
-	for c := range masks {
+// order). Only the chains reached from a hook (reached, with their hook
+// masks) can.
+func (st *staged) misused(reached []*Chain, masks map[*Chain]uint8) bool {
+	for _, c := range reached {
 		if st.chains[c.Name] != c {
 			continue
 		}
