@@ -11,11 +11,10 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 )
 
-// TestReadTimeoutNoAllocs: net/http's server ends the background read of
-// every request by setting a read deadline in the past, reading, and
-// clearing the deadline; on a socket nobody else waits on that allocates
-// nothing (the deadline's channel is kept, the error made once).
-func TestReadTimeoutNoAllocs(t *testing.T) {
+// dialWeb2 connects the reference scenario's client to a listener on
+// web-2's port 9000; the listener and the connection close with the test.
+func dialWeb2(t *testing.T) (*scenarios.Reference, net.Listener, net.Conn) {
+	t.Helper()
 	r, err := scenarios.NewReference(1)
 	require.NoError(t, err)
 	web, err := AttachPod(r.World, r.Web2)
@@ -24,10 +23,19 @@ func TestReadTimeoutNoAllocs(t *testing.T) {
 	require.NoError(t, err)
 	ln, err := web.Listen("tcp", ":9000")
 	require.NoError(t, err)
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	conn, err := client.Dial("tcp", r.Web2.IP.String()+":9000")
 	require.NoError(t, err)
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return r, ln, conn
+}
+
+// TestReadTimeoutNoAllocs: net/http's server ends the background read of
+// every request by setting a read deadline in the past, reading, and
+// clearing the deadline; on a socket nobody else waits on that allocates
+// nothing (the deadline's channel is kept, the error made once).
+func TestReadTimeoutNoAllocs(t *testing.T) {
+	r, _, conn := dialWeb2(t)
 	past := time.Unix(1, 0)
 	buf := make([]byte, 1)
 	var first error
@@ -51,18 +59,7 @@ func TestReadTimeoutNoAllocs(t *testing.T) {
 // without one wakes it when it passes (net/http's server aborts its
 // background read this way).
 func TestDeadlineWakesBlockedRead(t *testing.T) {
-	r, err := scenarios.NewReference(1)
-	require.NoError(t, err)
-	web, err := AttachPod(r.World, r.Web2)
-	require.NoError(t, err)
-	client, err := AttachPod(r.World, r.Client)
-	require.NoError(t, err)
-	ln, err := web.Listen("tcp", ":9000")
-	require.NoError(t, err)
-	defer ln.Close()
-	conn, err := client.Dial("tcp", r.Web2.IP.String()+":9000")
-	require.NoError(t, err)
-	defer conn.Close()
+	r, ln, conn := dialWeb2(t)
 	var accepted net.Conn
 	require.NoError(t, Do(r.World, func() { accepted, _ = ln.Accept() }))
 	require.NotNil(t, accepted)
@@ -80,7 +77,7 @@ func TestDeadlineWakesBlockedRead(t *testing.T) {
 	require.NoError(t, accepted.SetReadDeadline(time.Now().Add(time.Second)))
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(2*time.Second)))
 	start := r.World.Now()
-	_, err = conn.Read(make([]byte, 1))
+	_, err := conn.Read(make([]byte, 1))
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 	require.Equal(t, 2*time.Second, r.World.Now()-start)
 	select {
