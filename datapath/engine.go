@@ -484,20 +484,7 @@ func (e *Engine) runFifo() {
 	if e.fhead == len(e.fifo) {
 		e.fifo, e.fhead = e.fifo[:0], 0
 	}
-	e.fg-- // packet events are never background
-	if at > e.now {
-		e.now = at
-	}
-	w := &e.walk
-	if kind == evRx {
-		dev.receive(w, p)
-	} else {
-		ns.sendLocal(w, p)
-	}
-	w.rec = nil
-	if e.next.kind != 0 {
-		e.runNext()
-	}
+	e.runPacket(kind, dev, ns, p, at)
 }
 
 // runDq removes dq's head, which head found runs next, and runs it.
@@ -509,7 +496,14 @@ func (e *Engine) runDq() {
 	if e.dhead == len(e.dq) {
 		e.dq, e.dhead = e.dq[:0], 0
 	}
-	e.fg--
+	e.runPacket(kind, dev, ns, p, at)
+}
+
+// runPacket runs a packet event the fifo or dq just gave up: the clock
+// moves to its time, the device receives it (or the namespace sends it),
+// then the events it handed on run.
+func (e *Engine) runPacket(kind eventKind, dev *Device, ns *Netns, p *Packet, at time.Duration) {
+	e.fg-- // packet events are never background
 	if at > e.now {
 		e.now = at
 	}
