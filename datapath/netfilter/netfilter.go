@@ -257,7 +257,8 @@ type Netfilter struct {
 	natLookups [5][]natLookup
 	// checked memoizes Check: the rule text iptables-save prints for a
 	// rule given as arguments, so that kube-proxy's jump rules, checked
-	// at every full sync, are parsed once per namespace.
+	// at every full sync, are parsed once per namespace, or once for all
+	// the namespaces sharing one CheckMemo (ShareChecks).
 	checked map[string]checkedRule
 	// edits counts the restores and commands that changed a table
 	// (Edits).

@@ -55,12 +55,11 @@ type staged struct {
 	// rules holds the rules of the chains this restore changed; the
 	// others keep their live rules (rulesOf). owned marks the slices this
 	// restore allocated, which it may modify in place.
-	rules    map[*Chain][]*Rule
-	owned    map[*Chain]bool
-	policy   map[*Chain]Verdict
-	pcount   map[*Chain][2]uint64
-	opts     RestoreOptions
-	declared map[string]bool
+	rules  map[*Chain][]*Rule
+	owned  map[*Chain]bool
+	policy map[*Chain]Verdict
+	pcount map[*Chain][2]uint64
+	opts   RestoreOptions
 	// added holds the rules this restore appended or inserted, in input
 	// order, for the jump-depth check.
 	added []*Rule
@@ -77,7 +76,7 @@ type staged struct {
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
 	// A built-in chain keeps its policy unless the input sets one
 	// (commit).
-	// policy, pcount and declared are made by the first line that sets
+	// policy and pcount are made by the first line that sets
 	// them (most commands set none).
 	st := &staged{t: t, rules: map[*Chain][]*Rule{}, owned: map[*Chain]bool{}, opts: opts}
 	if opts.Noflush {
@@ -442,10 +441,6 @@ func (nf *Netfilter) declare(st *staged, words []string) error {
 			st.pcount[c] = [2]uint64{cnt[0], cnt[1]}
 		}
 	}
-	if st.declared == nil {
-		st.declared = map[string]bool{}
-	}
-	st.declared[name] = true
 	return nil
 }
 
