@@ -180,7 +180,7 @@ func (b *bridge) input(w *Walk, port *Device, p *Packet) {
 		b.flood(w, port, p, false)
 		return
 	}
-	if fe.port == port && !port.Hairpin {
+	if fe.port == port && !port.hairpin {
 		b.dev.drop(w, p, "bridge", ReasonHairpin, "destination "+dst.String()+" is behind ingress port "+port.Name)
 		return
 	}
@@ -232,7 +232,7 @@ func (b *bridge) flood(w *Walk, in *Device, p *Packet, toHost bool) {
 	var targets [64]*Device
 	n := 0
 	for _, port := range b.ports {
-		if (port == in && !port.Hairpin) || !port.up {
+		if (port == in && !port.hairpin) || !port.up {
 			continue
 		}
 		if n < len(targets) {
@@ -264,7 +264,7 @@ func (b *bridge) localXmit(w *Walk, p *Packet) {
 		w.noFast()
 		p.bridgedDNAT = false
 		if fe, ok := b.lookup(w.e.now, dst); ok && !fe.local {
-			if fe.port == p.InDev && !fe.port.Hairpin {
+			if fe.port == p.InDev && !fe.port.hairpin {
 				b.dev.drop(w, p, "bridge", ReasonHairpin, "destination "+dst.String()+" is behind ingress port "+fe.port.Name)
 				return
 			}

@@ -53,21 +53,21 @@ type Device struct {
 	Name  string
 	Index int
 	Kind  DeviceKind
-	// MAC and MTU are the device's address and MTU. Change them with
-	// SetMAC and Netns.SetMTU (`ip link set dev X address|mtu`), never
-	// directly: the setters tell the fast path, which does not look at
-	// them again on a replay.
-	MAC   MAC
-	MTU   int
+	// mac and mtu are the device's address and MTU (MAC, MTU), changed
+	// only through SetMAC and Netns.SetMTU (`ip link set dev X
+	// address|mtu`): the setters tell the fast path, which does not look
+	// at them again on a replay.
+	mac   MAC
+	mtu   int
 	up    bool
 	ns    *Netns
 	Stats DeviceStats
 
 	// Bridge port state: the bridge this device is enslaved to and the
-	// port's hairpin flag (`bridge link set dev X hairpin on`), set with
-	// SetHairpin, never directly (as MAC and MTU).
+	// port's hairpin flag (`bridge link set dev X hairpin on`; Hairpin,
+	// SetHairpin).
 	master  *Device
-	Hairpin bool
+	hairpin bool
 
 	peer *Device  // veth
 	br   *bridge  // bridge
@@ -94,9 +94,19 @@ func (d *Device) SetUp(up bool) {
 	}
 }
 
+// MAC is the device's link-layer address (`ip link show`'s link/ether).
+func (d *Device) MAC() MAC { return d.mac }
+
+// MTU is the device's MTU (`ip link show`'s mtu).
+func (d *Device) MTU() int { return d.mtu }
+
+// Hairpin reports whether the bridge port's hairpin flag is on (`bridge
+// -d link show`'s hairpin on).
+func (d *Device) Hairpin() bool { return d.hairpin }
+
 // SetMAC sets the device's address (`ip link set dev X address M`).
 func (d *Device) SetMAC(m MAC) {
-	d.MAC = m
+	d.mac = m
 	d.bump()
 }
 
@@ -104,7 +114,7 @@ func (d *Device) SetMAC(m MAC) {
 // hairpin on|off`, IFLA_BRPORT_MODE): a frame may be forwarded back out
 // of the port it came in on.
 func (d *Device) SetHairpin(on bool) {
-	d.Hairpin = on
+	d.hairpin = on
 	d.bump()
 }
 

@@ -86,7 +86,7 @@ func (d *Device) linkHeader(mode, withNetnsid bool) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d: %s: %s mtu %d qdisc %s", d.Index, name, d.flags(), d.MTU, d.qdisc())
+	fmt.Fprintf(&b, "%d: %s: %s mtu %d qdisc %s", d.Index, name, d.flags(), d.mtu, d.qdisc())
 	if d.master != nil {
 		b.WriteString(" master " + d.master.Name)
 	}
@@ -151,7 +151,7 @@ func (ns *Netns) IPLink(name string, detail bool) string {
 	if d.Kind == KindLoopback {
 		b.WriteString("    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00")
 	} else {
-		b.WriteString("    link/ether " + d.MAC.String() + " brd ff:ff:ff:ff:ff:ff" + d.linkNetnsid())
+		b.WriteString("    link/ether " + d.mac.String() + " brd ff:ff:ff:ff:ff:ff" + d.linkNetnsid())
 	}
 	if !detail {
 		return b.String() + "\n"
@@ -189,7 +189,7 @@ func (ns *Netns) IPLink(name string, detail bool) string {
 		b.WriteString("    veth ")
 		if d.master != nil {
 			hp := "off"
-			if d.Hairpin {
+			if d.hairpin {
 				hp = "on"
 			}
 			b.WriteString("\n    bridge_slave state forwarding priority 32 cost 2 hairpin " + hp + " ")
@@ -251,7 +251,7 @@ func (ns *Netns) BridgeFDB(dev string) string {
 			}
 		}
 		if d.br != nil {
-			fmt.Fprintf(&b, "%s%s master %s permanent\n", d.MAC, devCol, d.Name)
+			fmt.Fprintf(&b, "%s%s master %s permanent\n", d.mac, devCol, d.Name)
 		}
 		if d.master != nil {
 			for _, e := range d.master.FDB(ns.e.now) {

@@ -28,7 +28,7 @@ func TestLinkDumpNetnsid(t *testing.T) {
 		d := h.Device(name)
 		got := h.IPLink(name, false)
 		want := fmt.Sprintf("%d: %s@if%d: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1450 qdisc noqueue master cni0 state UP mode DEFAULT group default qlen 1000\n"+
-			"    link/ether %s brd ff:ff:ff:ff:ff:ff link-netnsid %d\n", d.Index, name, d.Peer().Index, d.MAC, i)
+			"    link/ether %s brd ff:ff:ff:ff:ff:ff link-netnsid %d\n", d.Index, name, d.Peer().Index, d.MAC(), i)
 		require.Equal(t, want, got)
 		detail := h.IPLink(name, true)
 		require.Equal(t, 1, strings.Count(detail, "link-netnsid"), detail)

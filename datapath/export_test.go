@@ -17,7 +17,7 @@ func (ns *Netns) StateDigest() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ns %s/%s ipid %d\n", ns.Node, ns.Name, ns.ipID)
 	for _, d := range ns.devs {
-		fmt.Fprintf(&b, "dev %s up %v mtu %d mac %s stats %+v\n", d.Name, d.up, d.MTU, d.MAC, d.Stats)
+		fmt.Fprintf(&b, "dev %s up %v mtu %d mac %s stats %+v\n", d.Name, d.up, d.mtu, d.mac, d.Stats)
 		if d.br != nil {
 			for _, k := range slices.Sorted(maps.Keys(d.br.fdb)) {
 				e := d.br.fdb[k]

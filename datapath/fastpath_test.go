@@ -353,7 +353,7 @@ func TestFastPathEquivalence(t *testing.T) {
 		write("hairpin", 3, false), write("hairpin2", 3, false), write("hairpin3", 3, false),
 		change("web-1's eth0 MAC set", func(t *testing.T, w *fastWorld) {
 			d := w.r.Web1.Netns.Device("eth0")
-			w.savedMAC = d.MAC
+			w.savedMAC = d.MAC()
 			d.SetMAC(datapath.MAC{0x02, 0, 0, 0, 0, 0x99})
 		}),
 		udpS,
@@ -384,19 +384,19 @@ func TestFastPathEquivalence(t *testing.T) {
 		change("cni0 ageing time 300s", func(t *testing.T, w *fastWorld) { w1(w).Device("cni0").SetAgeingTime(300 * time.Second) }),
 		udpS,
 		change("cka-w2's VTEP deleted from cka-w1's VXLAN FDB (out of the mesh)", func(t *testing.T, w *fastWorld) {
-			w1(w).Device("flannel.1").VXLAN().DeleteFDB(w.r.W2.Host.Device("flannel.1").MAC)
+			w1(w).Device("flannel.1").VXLAN().DeleteFDB(w.r.W2.Host.Device("flannel.1").MAC())
 		}),
 		udpX,
 		change("cka-w2's VTEP back in cka-w1's VXLAN FDB", func(t *testing.T, w *fastWorld) {
-			require.NoError(t, w1(w).Device("flannel.1").VXLAN().AddFDB(w.r.W2.Host.Device("flannel.1").MAC, w.r.W2.InternalIP))
+			require.NoError(t, w1(w).Device("flannel.1").VXLAN().AddFDB(w.r.W2.Host.Device("flannel.1").MAC(), w.r.W2.InternalIP))
 		}),
 		udpX,
 		change("cka-w2's VTEP deleted again", func(t *testing.T, w *fastWorld) {
-			w1(w).Device("flannel.1").VXLAN().DeleteFDB(w.r.W2.Host.Device("flannel.1").MAC)
+			w1(w).Device("flannel.1").VXLAN().DeleteFDB(w.r.W2.Host.Device("flannel.1").MAC())
 		}),
 		udpX,
 		change("cka-w2's VTEP back again", func(t *testing.T, w *fastWorld) {
-			require.NoError(t, w1(w).Device("flannel.1").VXLAN().AddFDB(w.r.W2.Host.Device("flannel.1").MAC, w.r.W2.InternalIP))
+			require.NoError(t, w1(w).Device("flannel.1").VXLAN().AddFDB(w.r.W2.Host.Device("flannel.1").MAC(), w.r.W2.InternalIP))
 		}),
 		udpX,
 		change("cka-w2's neighbour web-2 replaced", func(t *testing.T, w *fastWorld) {
@@ -413,7 +413,8 @@ func TestFastPathEquivalence(t *testing.T) {
 			require.NoError(t, err)
 			ip[20+6] ^= 0x55
 			dev := w.r.Web1.Netns.Device("eth0")
-			eth := append(append(append([]byte{}, dev.MAC[:]...), w.r.Client.Netns.Device("eth0").MAC[:]...), 0x08, 0x00)
+			dst, src := dev.MAC(), w.r.Client.Netns.Device("eth0").MAC()
+			eth := append(append(append([]byte{}, dst[:]...), src[:]...), 0x08, 0x00)
 			_, err = dev.Inject(append(eth, ip...))
 			require.NoError(t, err)
 			require.NoError(t, w.r.World.Run())
@@ -421,8 +422,8 @@ func TestFastPathEquivalence(t *testing.T) {
 		udpS,
 		change("client's MAC set to web-1's: cni0 learns web-1 behind the client's port", func(t *testing.T, w *fastWorld) {
 			d := w.r.Client.Netns.Device("eth0")
-			w.savedMAC = d.MAC
-			d.SetMAC(w.r.Web1.Netns.Device("eth0").MAC)
+			w.savedMAC = d.MAC()
+			d.SetMAC(w.r.Web1.Netns.Device("eth0").MAC())
 			udp("", web2, 42001, 1).do(t, w)
 			d.SetMAC(w.savedMAC)
 		}),

@@ -8,7 +8,7 @@ import (
 // port: the walk must never panic or loop, whatever the bytes.
 func FuzzFrameRx(f *testing.F) {
 	tp := newTopo(f)
-	macB := tp.b.Device("eth0").MAC
+	macB := tp.b.Device("eth0").mac
 	good := udp(ipA, ipB, 1, 9, 64, []byte("x"))
 	eth := append(append(append([]byte{}, macB[:]...), 2, 0, 0, 0, 0, 1, 0x08, 0x00), good...)
 	f.Add(eth)

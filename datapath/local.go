@@ -605,10 +605,10 @@ func (ns *Netns) tcpReceive(w *Walk, dev *Device, p *Packet, ip header.IPv4) {
 func (ns *Netns) advMSS(peer [4]byte) uint16 {
 	mtu := 1500
 	if ns.IsLocal(peer) {
-		mtu = ns.lo.MTU
+		mtu = ns.lo.mtu
 	} else if r, ok := ns.Routes.Lookup(peer); ok {
 		if d := ns.devByIndex(r.Dev); d != nil {
-			mtu = d.MTU
+			mtu = d.mtu
 		}
 	}
 	return uint16(min(mtu-40, 65495))

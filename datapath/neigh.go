@@ -228,7 +228,7 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 		return
 	}
 	if _, bcast := ns.addrClass(nextHop); nextHop == [4]byte{255, 255, 255, 255} || bcast {
-		p.SetMACs(dev.MAC, BroadcastMAC)
+		p.SetMACs(dev.mac, BroadcastMAC)
 		if r != nil {
 			r.macs(p)
 		}
@@ -249,7 +249,7 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 			// A mesh peer's PERMANENT entry (the VTEP holds no entry of
 			// its own for it).
 			if mac, ok := v.meshNeigh(nextHop); ok {
-				p.setNeighMACs(dev.MAC, mac)
+				p.setNeighMACs(dev.mac, mac)
 				if r != nil {
 					// The mesh's changes change the engine's cfgGen.
 					r.macs(p)
@@ -268,7 +268,7 @@ func (ns *Netns) neighOutput(w *Walk, dev *Device, nextHop [4]byte, p *Packet) {
 			e.used = now // neigh_event_send
 		}
 		if e.usable() {
-			p.setNeighMACs(dev.MAC, e.mac)
+			p.setNeighMACs(dev.mac, e.mac)
 			if r != nil {
 				r.neigh(e, true)
 				r.macs(p)
@@ -344,7 +344,7 @@ func (ns *Netns) arpProbe(w *Walk, e *neighEntry) {
 	p := ns.e.Pool.Get()
 	f := p.buf[Headroom : Headroom+42]
 	p.head, p.tail = Headroom, Headroom+42
-	writeARP(f, 1, e.dev.MAC, e.srcIP, BroadcastMAC, MAC{}, e.key.ip())
+	writeARP(f, 1, e.dev.mac, e.srcIP, BroadcastMAC, MAC{}, e.key.ip())
 	if e.trace != nil {
 		p.Trace = e.trace
 		p.ID = e.trace.NewPacketID()
@@ -429,11 +429,11 @@ func (ns *Netns) arpReceive(w *Walk, dev *Device, p *Packet) {
 		}
 		r := ns.e.Pool.Get()
 		r.head, r.tail = Headroom, Headroom+42
-		writeARP(r.buf[Headroom:Headroom+42], 2, dev.MAC, a.TPA, a.SHA, a.SHA, a.SPA)
+		writeARP(r.buf[Headroom:Headroom+42], 2, dev.mac, a.TPA, a.SHA, a.SHA, a.SPA)
 		if p.Trace != nil {
 			r.Trace, r.ID, r.Parent = p.Trace, p.Trace.NewPacketID(), p.ID
 			ns.observe(w, p, dev, "arp", trace.Delivered, "request for local address "+addrString(a.TPA))
-			ns.observe(w, r, dev, "arp", trace.Replied, addrString(a.TPA)+" is-at "+dev.MAC.String())
+			ns.observe(w, r, dev, "arp", trace.Replied, addrString(a.TPA)+" is-at "+dev.mac.String())
 		}
 		p.Release()
 		dev.transmit(w, r)
@@ -463,7 +463,7 @@ func (ns *Netns) flushQueue(w *Walk, e *neighEntry) {
 	q := e.queue
 	e.queue = nil
 	for _, p := range q {
-		p.setNeighMACs(e.dev.MAC, e.mac)
+		p.setNeighMACs(e.dev.mac, e.mac)
 		e.dev.transmit(w, p)
 	}
 }

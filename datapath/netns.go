@@ -116,7 +116,7 @@ func (ns *Netns) addDevice(name string, kind DeviceKind, mac MAC, mtu int) (*Dev
 	}
 	ns.nextIfindex++
 	ns.e.cfgGen++
-	d := &Device{Name: name, Index: ns.nextIfindex, Kind: kind, MAC: mac, MTU: mtu, ns: ns}
+	d := &Device{Name: name, Index: ns.nextIfindex, Kind: kind, mac: mac, mtu: mtu, ns: ns}
 	ns.devs = append(ns.devs, d)
 	ns.byName[name] = d
 	for len(ns.byIndex) <= d.Index {
@@ -155,7 +155,7 @@ func (ns *Netns) AddBridge(name string) (*Device, error) {
 		return nil, err
 	}
 	d.br = &bridge{dev: d, fdb: map[uint64]*fdbEntry{}, AgeingTime: DefaultAgeingTime}
-	d.br.fdb[d.MAC.key()] = &fdbEntry{port: d, local: true}
+	d.br.fdb[d.mac.key()] = &fdbEntry{port: d, local: true}
 	return d, nil
 }
 
@@ -221,7 +221,7 @@ func (ns *Netns) SetMaster(port, bridgeName string) error {
 	}
 	p.master = b
 	b.br.ports = append(b.br.ports, p)
-	b.br.fdb[p.MAC.key()] = &fdbEntry{port: p, local: true}
+	b.br.fdb[p.mac.key()] = &fdbEntry{port: p, local: true}
 	ns.e.cfgGen++
 	return nil
 }
@@ -235,7 +235,7 @@ func (ns *Netns) SetMTU(dev string, mtu int) error {
 	if mtu < 68 || mtu > MaxFrame-EthHdrLen {
 		return &ConfigError{Op: "set mtu", Object: dev, Reason: "MTU " + itoa(mtu) + " out of range 68.." + itoa(MaxFrame-EthHdrLen)}
 	}
-	d.MTU = mtu
+	d.mtu = mtu
 	ns.e.cfgGen++
 	return nil
 }
@@ -451,8 +451,8 @@ func (ns *Netns) runHook(w *Walk, h Hook, p *Packet, dev *Device) bool {
 // l2Receive is netif_receive_skb for a device that is not a bridge port.
 func (ns *Netns) l2Receive(w *Walk, dev *Device, p *Packet) {
 	dst := p.DstMAC()
-	if dev.Kind != KindLoopback && !dst.IsMulticast() && dst != dev.MAC {
-		ns.drop(w, p, dev, "rx", ReasonNotForUs, "destination "+dst.String()+" is not "+dev.MAC.String())
+	if dev.Kind != KindLoopback && !dst.IsMulticast() && dst != dev.mac {
+		ns.drop(w, p, dev, "rx", ReasonNotForUs, "destination "+dst.String()+" is not "+dev.mac.String())
 		return
 	}
 	switch p.EtherType() {
@@ -564,9 +564,9 @@ func (ns *Netns) forward(w *Walk, in *Device, p *Packet, r *route.Route) {
 		ns.drop(w, p, in, "forward", ReasonTTLExceeded, "TTL "+itoa(int(ip.TTL()))+" (ICMP time exceeded sent)")
 		return
 	}
-	if int(ip.TotalLength()) > out.MTU && ip.Flags()&header.IPv4FlagDontFragment != 0 {
-		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4FragmentationNeeded, uint32(out.MTU))
-		ns.drop(w, p, in, "forward", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU)+" of "+out.Name+" (ICMP frag needed sent)")
+	if int(ip.TotalLength()) > out.mtu && ip.Flags()&header.IPv4FlagDontFragment != 0 {
+		ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4FragmentationNeeded, uint32(out.mtu))
+		ns.drop(w, p, in, "forward", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.mtu)+" of "+out.Name+" (ICMP frag needed sent)")
 		return
 	}
 	decTTL(ip)
@@ -691,17 +691,17 @@ func (ns *Netns) postrouting(w *Walk, p *Packet) {
 	}
 	out := p.OutDev
 	ip := p.IPv4()
-	if int(ip.TotalLength()) > out.MTU {
+	if int(ip.TotalLength()) > out.mtu {
 		if ip.Flags()&header.IPv4FlagDontFragment != 0 {
 			if p.Local {
-				ns.drop(w, p, out, "output", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU)+" (sendmsg: Message too long)")
+				ns.drop(w, p, out, "output", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.mtu)+" (sendmsg: Message too long)")
 			} else {
-				ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4FragmentationNeeded, uint32(out.MTU))
-				ns.drop(w, p, out, "output", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU)+" (ICMP frag needed sent)")
+				ns.icmpError(w, p, header.ICMPv4DstUnreachable, header.ICMPv4FragmentationNeeded, uint32(out.mtu))
+				ns.drop(w, p, out, "output", ReasonFragNeeded, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.mtu)+" (ICMP frag needed sent)")
 			}
 			return
 		}
-		ns.drop(w, p, out, "output", ReasonMTU, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.MTU))
+		ns.drop(w, p, out, "output", ReasonMTU, "length "+itoa(int(ip.TotalLength()))+" > mtu "+itoa(out.mtu))
 		return
 	}
 	ns.neighOutput(w, out, p.NextHop, p)
@@ -765,7 +765,7 @@ func (ns *Netns) bridgePrerouting(w *Walk, b *bridge, p *Packet) bool {
 		ns.neighOutput(w, b.dev, nh, p)
 		return false
 	}
-	p.SetMACs(p.SrcMAC(), b.dev.MAC)
+	p.SetMACs(p.SrcMAC(), b.dev.mac)
 	if rec := w.recording(); rec != nil {
 		rec.macs(p)
 	}

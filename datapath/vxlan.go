@@ -76,7 +76,7 @@ func (ns *Netns) AddVXLAN(name string, cfg VXLANConfig) (*Device, error) {
 		if u == nil {
 			return nil, &ConfigError{Op: "add vxlan", Object: name, Reason: "Cannot find device \"" + cfg.Dev + "\""}
 		}
-		mtu = u.MTU - VXLANOverhead
+		mtu = u.mtu - VXLANOverhead
 	}
 	for _, d := range ns.devs {
 		if d.vx != nil && d.vx.Port == cfg.Port {

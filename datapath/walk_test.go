@@ -26,7 +26,7 @@ func TestARPRequestAndReplyBytesOnTheWire(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tp.e.Run())
 
-	macA, macB := tp.a.Device("eth0").MAC, tp.b.Device("eth0").MAC
+	macA, macB := tp.a.Device("eth0").mac, tp.b.Device("eth0").mac
 	require.GreaterOrEqual(t, len(txA.frames), 2)
 	req := txA.frames[0]
 	want := make([]byte, 42)
@@ -69,8 +69,8 @@ func TestBridgeLearningFloodingAndAgeing(t *testing.T) {
 	tp.br.SetAgeingTime(300 * time.Second)
 	txB := &capture{}
 	tp.vb.AddTxStage("cap", 0, txB)
-	macA := tp.a.Device("eth0").MAC
-	macB := tp.b.Device("eth0").MAC
+	macA := tp.a.Device("eth0").mac
+	macB := tp.b.Device("eth0").mac
 
 	// Unknown unicast from a is flooded to b's port, not up to the host.
 	frame := make([]byte, 14+20)
@@ -126,7 +126,7 @@ func TestBridgeLearningFloodingAndAgeing(t *testing.T) {
 
 func TestBridgeHairpin(t *testing.T) {
 	tp := newTopo(t)
-	macA := tp.a.Device("eth0").MAC
+	macA := tp.a.Device("eth0").mac
 	// Learn a's MAC on veth-a, then send a frame to a's MAC in on veth-a.
 	f := make([]byte, 14+20)
 	copy(f[6:12], macA[:])
@@ -298,7 +298,7 @@ func TestForwardingOffAndNoRoute(t *testing.T) {
 
 func TestMalformedFramesAreDroppedWithTypedReason(t *testing.T) {
 	tp := newTopo(t)
-	macB := tp.b.Device("eth0").MAC
+	macB := tp.b.Device("eth0").mac
 	good := udp([4]byte{10, 0, 0, 2}, ipB, 1, 9, 64, []byte("x"))
 	mk := func(mut func(ip []byte) []byte) []byte {
 		ip := mut(append([]byte(nil), good...))

@@ -13,7 +13,7 @@ import (
 func FuzzWalk(f *testing.F) {
 	r, _ := NewReference(1)
 	syn, _ := packet.TCPSYN(packet.IP{Src: r.Client.IP, Dst: r.Web.ClusterIP()}, 1, 80, 1)
-	eth := packet.Ethernet([6]byte{2, 0, 0, 0, 0, 1}, [6]byte(r.W1.Host.Device("cni0").MAC), syn)
+	eth := packet.Ethernet([6]byte{2, 0, 0, 0, 0, 1}, [6]byte(r.W1.Host.Device("cni0").MAC()), syn)
 	f.Add(eth, uint8(0))
 	f.Add(eth[:30], uint8(1))
 	f.Add(append(append([]byte{}, eth...), 0, 0, 0), uint8(2))
@@ -34,7 +34,7 @@ func FuzzWalk(f *testing.F) {
 			if perr != nil {
 				return
 			}
-			outer := packet.Ethernet([6]byte(r.W1.Host.Device("eth0").MAC), [6]byte(r.W2.Host.Device("eth0").MAC), ip)
+			outer := packet.Ethernet([6]byte(r.W1.Host.Device("eth0").MAC()), [6]byte(r.W2.Host.Device("eth0").MAC()), ip)
 			_, err = r.W2.Host.Device("eth0").Inject(outer)
 		}
 		if err != nil {

@@ -41,7 +41,7 @@ func TestCrossNodeTCPBytesAtEachObservationPoint(t *testing.T) {
 	require.NoError(t, r.World.Run())
 	require.True(t, conn.Established, "SYN-ACK came back and was ACKed")
 
-	mac := func(ns *datapath.Netns, dev string) []byte { m := ns.Device(dev).MAC; return m[:] }
+	mac := func(ns *datapath.Netns, dev string) []byte { m := ns.Device(dev).MAC(); return m[:] }
 	w1, w2 := r.W1.Host, r.W2.Host
 
 	// 1. Leaving the client pod: TTL 64, to the cni0 gateway's MAC.
@@ -173,7 +173,7 @@ func TestDFPacketOverOverlayMTUGetsFragNeeded(t *testing.T) {
 	require.NoError(t, r.World.Send(r.Client.Netns, big, tr))
 	require.NoError(t, r.World.Run())
 	require.Contains(t, tr.Outcomes()[0].Last.Detail, "Message too long")
-	require.Equal(t, 1450, r.Client.Netns.Device("eth0").MTU)
+	require.Equal(t, 1450, r.Client.Netns.Device("eth0").MTU())
 }
 
 func TestIPAMAndPodCIDRExhaustion(t *testing.T) {
@@ -286,7 +286,7 @@ func TestWrongNICEncapsulatesToOwnAddress(t *testing.T) {
 	require.Equal(t, "cka-w1", d.Node, "the packet never leaves cka-w1: 10.0.2.15 is its own address")
 	require.Equal(t, "flannel.1", d.Device)
 	require.Equal(t, "not for this host", d.Reason)
-	require.Contains(t, d.Detail, r.W2.Host.Device("flannel.1").MAC.String(), "the inner frame was for cka-w2's VTEP")
+	require.Contains(t, d.Detail, r.W2.Host.Device("flannel.1").MAC().String(), "the inner frame was for cka-w2's VTEP")
 	require.Empty(t, tr.Find(func(o *trace.Observation) bool { return o.Node == "cka-w2" }))
 
 	fixed, err := NewWrongNIC(1, true)

@@ -728,7 +728,7 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
 		p.Netns = c.World.NewNetns(n.Name, name)
 		mtu := 1500
 		if n.Flannel != nil {
-			mtu = n.Flannel.VTEP.MTU
+			mtu = n.Flannel.VTEP.MTU()
 		}
 		res, err := cni.BridgeAdd(n.Host, p.Netns, p.ContainerID, cni.BridgeConf{
 			Bridge: "cni0", MTU: mtu, HairpinMode: true, IsGateway: true, IsDefaultGateway: true,

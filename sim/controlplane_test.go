@@ -240,7 +240,7 @@ func TestFlanneldWatchesNodes(t *testing.T) {
 	c := threeNodes(t, 0)
 	w1 := c.Node("w1")
 	require.Contains(t, w1.Host.IPRoute(), "10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink")
-	w2mac := c.Node("w2").Flannel.VTEP.MAC.String()
+	w2mac := c.Node("w2").Flannel.VTEP.MAC().String()
 	require.Contains(t, w1.Host.IPNeigh(""), "10.244.2.0 dev flannel.1 lladdr "+w2mac+" PERMANENT")
 	require.NoError(t, c.Delete("Node", "", "w2"))
 	require.NoError(t, c.Settle())

@@ -129,7 +129,7 @@ func TestFlannelMeshIsPerPairExactly(t *testing.T) {
 		require.True(t, c.Node("n1").Host.Routes.Delete(n2sub(c), 0))
 		n0 := c.Node("n0").Flannel
 		require.NoError(t, c.Node("n3").Host.SetNeigh("flannel.1", n0.Subnet.Addr(), datapath.MAC{2, 0, 0, 0, 0, 9}, datapath.NeighPermanent))
-		c.Node("n0").Flannel.VTEP.VXLAN().DeleteFDB(c.Node("n3").Flannel.VTEP.MAC)
+		c.Node("n0").Flannel.VTEP.VXLAN().DeleteFDB(c.Node("n3").Flannel.VTEP.MAC())
 	})
 	require.Equal(t, []string{"n2"}, inMesh(mp.shared), "the edited nodes hold their own copies")
 	mp.requireSame(t, "hand edits")

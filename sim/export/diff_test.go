@@ -36,7 +36,7 @@ type diffCase struct {
 	choose func(r *scenarios.Reference, got map[point][]frame) func(p float64) bool
 }
 
-func mac(ns *datapath.Netns, dev string) [6]byte { return ns.Device(dev).MAC }
+func mac(ns *datapath.Netns, dev string) [6]byte { return ns.Device(dev).MAC() }
 
 func podEth0(p func(r *scenarios.Reference) *sim.Pod) func(r *scenarios.Reference) (*sim.Node, *datapath.Netns, string) {
 	return func(r *scenarios.Reference) (*sim.Node, *datapath.Netns, string) {

@@ -317,7 +317,7 @@ func (g *gen) build(c *sim.Cluster, refs []nsRef) error {
 		for _, d := range r.ns.Devices() {
 			if m := d.Master(); m != nil {
 				g.cmd("ip -n %s link set %s master %s", name, d.Name, m.Name)
-				if d.Hairpin {
+				if d.Hairpin() {
 					g.cmd("bridge -n %s link set dev %s hairpin on", name, d.Name)
 				}
 			}
@@ -398,8 +398,8 @@ type uplink struct{ bridge, port string }
 func (g *gen) device(name string, ns *datapath.Netns, d *datapath.Device, port map[*datapath.Device]uplink) error {
 	switch d.Kind {
 	case datapath.KindLoopback:
-		if d.MTU != 65536 {
-			g.cmd("ip -n %s link set lo mtu %d", name, d.MTU)
+		if d.MTU() != 65536 {
+			g.cmd("ip -n %s link set lo mtu %d", name, d.MTU())
 		}
 	case datapath.KindNIC:
 		p, ok := port[d]
@@ -407,7 +407,7 @@ func (g *gen) device(name string, ns *datapath.Netns, d *datapath.Device, port m
 			return &Error{Msg: fmt.Sprintf("NIC %s in %s is on no segment", d.Name, ns.Name)}
 		}
 		g.cmd("ip -n %s link add %s address %s mtu %d type veth peer name %s mtu %d netns %s",
-			name, d.Name, d.MAC, d.MTU, p.port, d.MTU, g.underlay)
+			name, d.Name, d.MAC(), d.MTU(), p.port, d.MTU(), g.underlay)
 		g.cmd("ip -n %s link set %s master %s up", g.underlay, p.port, p.bridge)
 	case datapath.KindVeth:
 		peer := d.Peer()
@@ -424,10 +424,10 @@ func (g *gen) device(name string, ns *datapath.Netns, d *datapath.Device, port m
 			return nil
 		}
 		g.cmd("ip -n %s link add %s address %s mtu %d type veth peer name %s address %s mtu %d netns %s",
-			name, d.Name, d.MAC, d.MTU, peer.Name, peer.MAC, peer.MTU, pn)
+			name, d.Name, d.MAC(), d.MTU(), peer.Name, peer.MAC(), peer.MTU(), pn)
 	case datapath.KindBridge:
 		g.cmd("ip -n %s link add %s address %s mtu %d type bridge ageing_time %d",
-			name, d.Name, d.MAC, d.MTU, bridgeAgeing(d))
+			name, d.Name, d.MAC(), d.MTU(), bridgeAgeing(d))
 	case datapath.KindVXLAN:
 		v := d.VXLAN()
 		args := words{"id", fmt.Sprint(v.VNI), "local", v.Local.String()}
@@ -444,7 +444,7 @@ func (g *gen) device(name string, ns *datapath.Netns, d *datapath.Device, port m
 		if !v.Learning {
 			args = append(args, "nolearning")
 		}
-		g.cmd("ip -n %s link add %s address %s mtu %d type vxlan %s", name, d.Name, d.MAC, d.MTU, args)
+		g.cmd("ip -n %s link add %s address %s mtu %d type vxlan %s", name, d.Name, d.MAC(), d.MTU(), args)
 	default:
 		return &Error{Msg: fmt.Sprintf("device %s in %s: kind %s cannot be exported", d.Name, ns.Name, d.Kind)}
 	}

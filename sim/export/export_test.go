@@ -56,10 +56,10 @@ func TestScriptShape(t *testing.T) {
 	for _, want := range []string{
 		"type vxlan id 1 local 192.168.122.21 dev eth0 dstport 8472 nolearning",
 		"route add 10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink",
-		"dev flannel.1 lladdr " + r.W2.Host.Device("flannel.1").MAC.String() + " nud permanent",
-		"fdb append " + r.W2.Host.Device("flannel.1").MAC.String() + " dev flannel.1 dst 192.168.122.22 self permanent",
+		"dev flannel.1 lladdr " + r.W2.Host.Device("flannel.1").MAC().String() + " nud permanent",
+		"fdb append " + r.W2.Host.Device("flannel.1").MAC().String() + " dev flannel.1 dst 192.168.122.22 self permanent",
 		"addr add 10.244.1.1/24 brd + dev cni0",
-		"link add cni0 address " + r.W1.Host.Device("cni0").MAC.String() + " mtu 1450 type bridge",
+		"link add cni0 address " + r.W1.Host.Device("cni0").MAC().String() + " mtu 1450 type bridge",
 		"hairpin on",
 		"iptables-restore -w",
 	} {

@@ -44,8 +44,9 @@ func TestKernelSideBySide(t *testing.T) {
 	}
 	eth0 := r.Client.Netns.Device("eth0")
 	frame := make([]byte, 14+len(ip))
-	copy(frame[0:6], r.W1.Host.Device("cni0").MAC[:])
-	copy(frame[6:12], eth0.MAC[:])
+	dst, src := r.W1.Host.Device("cni0").MAC(), eth0.MAC()
+	copy(frame[0:6], dst[:])
+	copy(frame[6:12], src[:])
 	frame[12], frame[13] = 0x08, 0x00
 	copy(frame[14:], ip)
 

@@ -47,7 +47,7 @@ func (n *Node) Annotations() map[string]string {
 	bd, _ := json.Marshal(struct {
 		VNI     uint32 `json:"VNI"`
 		VtepMAC string `json:"VtepMAC"`
-	}{1, n.VTEP.MAC.String()})
+	}{1, n.VTEP.MAC().String()})
 	return map[string]string{
 		"flannel.alpha.coreos.com/backend-data":        string(bd),
 		"flannel.alpha.coreos.com/backend-type":        "vxlan",
@@ -60,7 +60,7 @@ func (n *Node) Annotations() map[string]string {
 // to configure the bridge plugin (FLANNEL_MTU becomes cni0's MTU).
 func (n *Node) SubnetEnv(cfg Config) string {
 	return fmt.Sprintf("FLANNEL_NETWORK=%s\nFLANNEL_SUBNET=%s/%d\nFLANNEL_MTU=%d\nFLANNEL_IPMASQ=true\n",
-		cfg.Network, n.Subnet.Addr().Next(), n.Subnet.Bits(), n.VTEP.MTU)
+		cfg.Network, n.Subnet.Addr().Next(), n.Subnet.Bits(), n.VTEP.MTU())
 }
 
 // Network is the set of nodes running flanneld in one cluster.

@@ -364,7 +364,7 @@ type link struct {
 var _ stack.LinkEndpoint = (*link)(nil)
 
 // MTU implements stack.LinkEndpoint: the device's current MTU.
-func (l *link) MTU() uint32 { return uint32(l.dev.MTU) }
+func (l *link) MTU() uint32 { return uint32(l.dev.MTU()) }
 
 // SetMTU implements stack.LinkEndpoint; the MTU belongs to the device.
 func (l *link) SetMTU(uint32) {}
