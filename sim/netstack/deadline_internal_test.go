@@ -3,6 +3,7 @@ package netstack
 import (
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -103,4 +104,41 @@ func TestClockReadings(t *testing.T) {
 		require.Equal(t, Epoch.Add(r.World.Now()), now)
 		require.Equal(t, tcpip.MonotonicTime{}.Add(r.World.Now()), mono)
 	}
+}
+
+// TestPastDeadlineNoYieldRound: a deadline a goroutine sets in the past
+// while the driver yields (net/http's server aborts its background read so
+// after every request) costs the settle no yield round beyond the one any
+// call gets: the call counts as activity, and the deadline's passing asks
+// for nothing more. (It used to kick the driver: a second round, with
+// nothing left to run, per kept-alive GET.)
+func TestPastDeadlineNoYieldRound(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	r, _, conn := dialWeb2(t)
+	d := driverFor(r.World.Engine)
+	// settleAfter is the fewest yield rounds, over a few tries, of a
+	// settle (kicked, as a drive starts) during whose first yield a
+	// goroutine makes call, as net/http's server does between the
+	// driver's yields (the fewest: a goroutine outside the world can make
+	// any one round not quiet).
+	settleAfter := func(call func()) uint64 {
+		fewest := uint64(1 << 63)
+		for range 5 {
+			done := make(chan struct{})
+			d.mu.Lock()
+			// With one processor the goroutine runs when settle yields.
+			go func() { call(); close(done) }()
+			d.procs, d.kick = 1, true
+			y := d.yields
+			d.settle()
+			fewest = min(fewest, d.yields-y)
+			d.mu.Unlock()
+			<-done
+		}
+		return fewest
+	}
+	plain := settleAfter(func() { require.NoError(t, conn.SetReadDeadline(time.Time{})) })
+	past := settleAfter(func() { require.NoError(t, conn.SetReadDeadline(time.Unix(1, 0))) })
+	require.Equal(t, uint64(1), plain, "a call gets one yield round")
+	require.Equal(t, plain, past, "a deadline set in the past adds no yield round")
 }

@@ -44,8 +44,10 @@ type driver struct {
 	activity atomic.Uint64
 	seen     uint64
 	// kick asks settle to give goroutines a turn even if no stack is dirty
-	// (a timer fired, a deadline passed).
+	// (a timer fired: a deadline passing, a context timing out).
 	kick bool
+	// yields counts settle's yield rounds (tests read it).
+	yields uint64
 
 	// procs is GOMAXPROCS, read when a drive starts.
 	procs int
@@ -127,6 +129,7 @@ func (d *driver) settle() {
 			return
 		}
 		for quiet, rounds := 0, 0; quiet < d.quietRounds() && rounds < maxSettleRounds; rounds++ {
+			d.yields++
 			d.mu.Unlock()
 			runtime.Gosched()
 			d.mu.Lock()

@@ -37,7 +37,7 @@ func (dl *deadline) set(d *driver, at time.Time) {
 	}
 	in := untilVirtual(at)
 	if in <= 0 {
-		dl.expire(d)
+		dl.expire()
 		return
 	}
 	dl.setAfter(d, in)
@@ -47,12 +47,19 @@ func (dl *deadline) set(d *driver, at time.Time) {
 func (dl *deadline) setAfter(d *driver, in time.Duration) {
 	dl.expired = false
 	if dl.t == nil {
-		dl.t = &vtimer{d: d, f: func() { dl.expire(d) }}
+		dl.t = &vtimer{d: d, f: dl.expire}
 	}
 	dl.t.Reset(in)
 }
 
-func (dl *deadline) expire(d *driver) {
+// expire passes the deadline and wakes the waits blocked on it. It asks
+// the driver for no yield round of its own (no kick): it runs either in an
+// application's call (set), which counts as activity, so the next settle
+// gives the woken waits their turn anyway, or as a timer's function, whose
+// firing kicks the settle. (A kick here cost every kept-alive GET a yield
+// round in which nothing was left to run: net/http's server aborts its
+// background read with a deadline in the past after each request.)
+func (dl *deadline) expire() {
 	if dl.expired {
 		return
 	}
@@ -60,7 +67,6 @@ func (dl *deadline) expire(d *driver) {
 	for _, ws := range dl.slots {
 		ws.notify()
 	}
-	d.kick = true
 }
 
 // add counts ws among the waits the deadline's passing wakes. Called with
