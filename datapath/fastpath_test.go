@@ -546,6 +546,46 @@ func TestFastPathEquivalence(t *testing.T) {
 	require.Greater(t, fast.hits(), uint64(300), "the fast world replayed most events")
 }
 
+// TestLinkedReplaysCountTowardTheLimit: the events a chain of linked
+// replays runs in place count toward MaxEvents as the queued events they
+// stand for would: a datagram whose walk replays namespace after
+// namespace, then a timer that sends another one, stop at the same event
+// with the fast path on as off.
+func TestLinkedReplaysCountTowardTheLimit(t *testing.T) {
+	for limit := 1; limit <= 16; limit++ {
+		var got []string
+		for _, fast := range []bool{false, true} {
+			w := newFastWorld(t, fast)
+			udp := sendUDP(w.r.Client.Netns, w.r.Client.IP, w.r.Web1.IP, 42000, 9000, 4)
+			udp(t, w)
+			w.r.World.MaxEvents = limit
+			// The same length as the flow's datagrams, so both replay.
+			now, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 8 of a flow"))
+			require.NoError(t, err)
+			later, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 9 of a flow"))
+			require.NoError(t, err)
+			_, err = w.r.Client.Netns.Send(now)
+			require.NoError(t, err)
+			var sendErr error
+			w.r.World.Engine.ScheduleTimer(time.Microsecond, sendTimer{w.r.Client.Netns, later, &sendErr})
+			err = w.r.World.Engine.Run() // one RunUntil: the world's runner would split it
+			require.NoError(t, sendErr)
+			got = append(got, fmt.Sprintf("%v pending %d now %v\n%s", err, w.r.World.Pending(), w.r.World.Now(), w.dump()))
+		}
+		require.Equal(t, got[0], got[1], "limit %d", limit)
+	}
+}
+
+// sendTimer sends a datagram from a namespace when it fires (the error,
+// if any, in err).
+type sendTimer struct {
+	ns  *datapath.Netns
+	ip  []byte
+	err *error
+}
+
+func (s sendTimer) Fire(*datapath.Walk) { _, *s.err = s.ns.Send(s.ip) }
+
 // TestHandedOnEventsCountTowardTheLimit: an event handed on to run right
 // after the one that scheduled it (not through the queue) is one of
 // Run's MaxEvents, so a limit stops the walk where it stops with the fast
