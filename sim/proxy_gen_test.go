@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 )
 
@@ -66,15 +65,7 @@ func TestNodesJoiningShareTheSnapshotGeneration(t *testing.T) {
 		{"another endpoint gone", func(c *Cluster) error { return c.DeletePod("ns", "web-1") }},
 	}
 	for _, st := range steps {
-		shareProxyRules = true
-		require.NoError(t, st.do(shared), st.name)
-		shareProxyRules = false
-		require.NoError(t, st.do(text), st.name)
-		shareProxyRules = true
-		for i, n := range shared.Nodes() {
-			want := text.Nodes()[i].Netfilter.Save(netfilter.SaveOptions{Counters: true})
-			assert.Equal(t, want, n.Netfilter.Save(netfilter.SaveOptions{Counters: true}), "%s: %s", st.name, n.Name)
-		}
+		stepShared(t, shared, text, st.name, st.do)
 		g := gens(shared)
 		for i := range g {
 			assert.Equal(t, g[0], g[i], "%s: every node synced the last generation", st.name)

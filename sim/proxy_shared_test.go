@@ -72,15 +72,8 @@ func TestProxyRulesSharedAcrossNodes(t *testing.T) {
 	}
 	shared, text := build(true), build(false)
 	for _, st := range steps {
-		shareProxyRules = true
-		require.NoError(t, st.do(shared), st.name)
-		shareProxyRules = false
-		require.NoError(t, st.do(text), st.name)
-		shareProxyRules = true
-		nodes := shared.Nodes()
-		for i, n := range nodes {
-			want := text.Nodes()[i].Netfilter.Save(netfilter.SaveOptions{Counters: true})
-			assert.Equal(t, want, n.Netfilter.Save(netfilter.SaveOptions{Counters: true}), "%s: %s", st.name, n.Name)
+		stepShared(t, shared, text, st.name, st.do)
+		for i, n := range shared.Nodes() {
 			assert.Nil(t, text.Nodes()[i].Netfilter.Table("nat").Shared())
 			if st.shared {
 				assert.NotNil(t, n.Netfilter.Table("nat").Shared(), "%s: %s", st.name, n.Name)
@@ -202,6 +195,22 @@ func TestProxyOutOfStepNodesShareRulesets(t *testing.T) {
 	}
 }
 
+// stepShared runs one step on the cluster sharing rulesets and, with
+// sharing off, on the one restoring text, and checks that every node's
+// tables print the same, counters included.
+func stepShared(t *testing.T, shared, text *Cluster, name string, do func(*Cluster) error) {
+	t.Helper()
+	shareProxyRules = true
+	require.NoError(t, do(shared), name)
+	shareProxyRules = false
+	require.NoError(t, do(text), name)
+	shareProxyRules = true
+	for i, n := range shared.Nodes() {
+		want := text.Nodes()[i].Netfilter.Save(netfilter.SaveOptions{Counters: true})
+		assert.Equal(t, want, n.Netfilter.Save(netfilter.SaveOptions{Counters: true}), "%s: %s", name, n.Name)
+	}
+}
+
 // outOfStepSteps runs steps on the cluster sharing rulesets and on the
 // one restoring text, and compares every node's tables after each.
 func outOfStepSteps(t *testing.T, shared, text *Cluster, steps []struct {
@@ -210,14 +219,8 @@ func outOfStepSteps(t *testing.T, shared, text *Cluster, steps []struct {
 }, one bool) {
 	t.Helper()
 	for _, st := range steps {
-		shareProxyRules = true
-		require.NoError(t, st.do(shared), st.name)
-		shareProxyRules = false
-		require.NoError(t, st.do(text), st.name)
-		shareProxyRules = true
-		for i, n := range shared.Nodes() {
-			want := text.Nodes()[i].Netfilter.Save(netfilter.SaveOptions{Counters: true})
-			assert.Equal(t, want, n.Netfilter.Save(netfilter.SaveOptions{Counters: true}), "%s: %s", st.name, n.Name)
+		stepShared(t, shared, text, st.name, st.do)
+		for _, n := range shared.Nodes() {
 			for _, o := range shared.Nodes() {
 				if one && o.Proxier.(*iptablesProxier).lastGen == n.Proxier.(*iptablesProxier).lastGen {
 					assert.True(t, o.Netfilter.Table("nat").Shared() == n.Netfilter.Table("nat").Shared(), "%s: %s and %s: one ruleset per generation", st.name, n.Name, o.Name)
