@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Whatever plainMeta lets through without the full validation, the full
@@ -35,8 +36,18 @@ func TestPlainMetaIsValid(t *testing.T) {
 		}
 		return b.String()
 	}
+	// A prefix: mostly from a DNS name's characters, at times with others.
+	prefix := func() string {
+		w := []byte(strings.ToLower(word()))
+		for i := range w {
+			if rng.IntN(4) != 0 {
+				w[i] = "az09-."[rng.IntN(6)]
+			}
+		}
+		return string(w)
+	}
 	kinds := []string{"Pod", "Event", "Node", "Service", "Namespace", "EndpointSlice", "ConfigMap"}
-	plain := 0
+	plain, prefixed, annotated := 0, 0, 0
 	for range 20000 {
 		kk, _ := LookupKind(kinds[rng.IntN(len(kinds))])
 		meta := metav1.ObjectMeta{Name: word(), Namespace: word()}
@@ -47,7 +58,25 @@ func TestPlainMetaIsValid(t *testing.T) {
 			meta.Namespace = ""
 		}
 		if rng.IntN(2) == 0 {
+			// A valid name and namespace: only the labels and
+			// annotations decide.
+			meta.Name, meta.Namespace = "web", "default"
+			if !kk.Namespaced {
+				meta.Namespace = ""
+			}
+		}
+		if rng.IntN(2) == 0 {
 			meta.Labels = map[string]string{word(): word()}
+		}
+		if rng.IntN(3) == 0 {
+			// A prefixed key: the prefix and the name from the edges.
+			meta.Labels = map[string]string{prefix() + "/" + word(): word()}
+		}
+		if rng.IntN(3) == 0 {
+			meta.Annotations = map[string]string{word(): word()}
+			if rng.IntN(2) == 0 {
+				meta.Annotations[prefix()+"/"+word()] = strings.Repeat("x", 256<<10-rng.IntN(3)*200)
+			}
 		}
 		if rng.IntN(20) == 0 {
 			meta.Generation = -1
@@ -55,23 +84,84 @@ func TestPlainMetaIsValid(t *testing.T) {
 		obj := &corev1.Pod{ObjectMeta: meta}
 		if plainMeta(kk, obj) {
 			plain++
+			for k := range meta.Labels {
+				if strings.Contains(k, "/") {
+					prefixed++
+				}
+			}
+			if len(meta.Annotations) > 0 {
+				annotated++
+			}
 			require.Empty(t, validateMetaFull(kk, obj), "%s %+v", kk.Name, meta)
 		}
 	}
-	require.Greater(t, plain, 100, "the plain path is taken")
+	require.Greater(t, plain, 50, "the plain path is taken")
+	require.Greater(t, prefixed, 5, "with prefixed label keys")
+	require.Greater(t, annotated, 5, "with annotations")
 	pod, _ := LookupKind("Pod")
 	require.True(t, plainMeta(pod, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-000001", Namespace: "scale",
 		Labels: map[string]string{"group": "17", "app.kubernetes.io_x": "A-b.c"}}}))
 	for _, m := range []metav1.ObjectMeta{
+		{Name: "web", Namespace: "default", Labels: map[string]string{"app.kubernetes.io/name": "web"}},
+		{Name: "web", Namespace: "default", Annotations: map[string]string{"a": "b", "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///var/run/containerd/containerd.sock"}},
+	} {
+		require.True(t, plainMeta(pod, &corev1.Pod{ObjectMeta: m}), "%+v", m)
+		require.Empty(t, validateMetaFull(pod, &corev1.Pod{ObjectMeta: m}))
+	}
+	// A node's registration (prefixed labels and annotations) takes the
+	// plain path.
+	node, _ := LookupKind("Node")
+	require.True(t, plainMeta(node, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-00001",
+		Labels:      map[string]string{"kubernetes.io/hostname": "node-00001", "beta.kubernetes.io/arch": "amd64", "node-role.kubernetes.io/control-plane": ""},
+		Annotations: map[string]string{"flannel.alpha.coreos.com/public-ip": "172.20.0.10", "node.alpha.kubernetes.io/ttl": "0"}}}))
+	for _, m := range []metav1.ObjectMeta{
 		{Name: "Web", Namespace: "default"},
 		{Name: "web", Namespace: ""},
-		{Name: "web", Namespace: "default", Labels: map[string]string{"app.kubernetes.io/name": "web"}},
-		{Name: "web", Namespace: "default", Annotations: map[string]string{"a": "b"}},
+		{Name: "web", Namespace: "default", Labels: map[string]string{"Example.com/name": "web"}},
+		{Name: "web", Namespace: "default", Labels: map[string]string{"/name": "web"}},
+		{Name: "web", Namespace: "default", Labels: map[string]string{"a/b/c": "web"}},
+		{Name: "web", Namespace: "default", Labels: map[string]string{"example.com/": "web"}},
+		{Name: "web", Namespace: "default", Annotations: map[string]string{"a/b/c": "x"}},
+		{Name: "web", Namespace: "default", Annotations: map[string]string{"a": strings.Repeat("x", 256<<10)}},
 		{Name: "web", Namespace: "default", Finalizers: []string{"x"}},
 		{GenerateName: "web-", Namespace: "default"},
 	} {
 		require.False(t, plainMeta(pod, &corev1.Pod{ObjectMeta: m}), "%+v goes through the full validation", m)
 	}
+	// Where the full validation refuses, plainMeta does too.
+	require.NotEmpty(t, validateMetaFull(pod, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default",
+		Annotations: map[string]string{"a": strings.Repeat("x", 256<<10)}}}))
+}
+
+// isPortName is IsValidPortName's test: names at its edges (length,
+// hyphens, letters) agree.
+func TestIsPortName(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := "az09-A_"
+	for range 20000 {
+		n := rng.IntN(18)
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		s := string(b)
+		require.Equal(t, len(validation.IsValidPortName(s)) == 0, isPortName(s), "%q", s)
+	}
+	for _, s := range []string{"http", "h", "8080", "a-b", "a--b", "-a", "a-", "abcdefghijklmno", "abcdefghijklmnop", "HTTP", ""} {
+		require.Equal(t, len(validation.IsValidPortName(s)) == 0, isPortName(s), "%q", s)
+	}
+}
+
+// FuzzIsPortName: isPortName agrees with IsValidPortName on any input.
+func FuzzIsPortName(f *testing.F) {
+	for _, s := range []string{"http", "a--b", "-a", "dns-tcp", "0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if ok := len(validation.IsValidPortName(s)) == 0; ok != isPortName(s) {
+			t.Fatalf("%q: IsValidPortName accepts %v, isPortName %v", s, ok, isPortName(s))
+		}
+	})
 }
 
 // uidFor formats as the Sprintf it replaces.

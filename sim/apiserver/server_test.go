@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -244,4 +245,45 @@ func TestReadOnlyAndOwnedPaths(t *testing.T) {
 	db, _ := s.Peek("Pod", "default", "db")
 	require.Same(t, db, seenRO[3])
 	require.NotSame(t, db, seen[3])
+}
+
+// A pod's and a template's spec errors name their field paths as the API
+// server does: the paths are made only for the errors, and these pin them
+// (the second container, the second port, the template's spec).
+func TestPodSpecErrors(t *testing.T) {
+	pod := func(cts ...corev1.Container) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: corev1.PodSpec{Containers: cts}}
+	}
+	ok := corev1.Container{Name: "ok", Image: "nginx", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 80}}}
+	for _, tc := range []struct {
+		name string
+		obj  Object
+		want string
+	}{
+		{"no containers", pod(), `Pod "web" is invalid: spec.containers: Required value`},
+		{"bad container name", pod(ok, corev1.Container{Name: "Web", Image: "nginx"}), `Pod "web" is invalid: spec.containers[1].name: Invalid value: "Web": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
+		{"duplicate container", pod(ok, ok), `Pod "web" is invalid: spec.containers[1].name: Duplicate value: "ok"`},
+		{"no image", pod(ok, corev1.Container{Name: "b"}), `Pod "web" is invalid: spec.containers[1].image: Required value`},
+		{"bad port name", pod(ok, corev1.Container{Name: "b", Image: "nginx", Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 53}, {Name: "a--b", ContainerPort: 54}}}),
+			`Pod "web" is invalid: spec.containers[1].ports[1].name: Invalid value: "a--b": must not contain consecutive hyphens`},
+		{"duplicate port name", pod(corev1.Container{Name: "b", Image: "nginx", Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 53}, {Name: "dns", ContainerPort: 54}}}),
+			`Pod "web" is invalid: spec.containers[0].ports[1].name: Duplicate value: "dns"`},
+		{"no port", pod(corev1.Container{Name: "b", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 53}, {Name: "x"}}}),
+			`Pod "web" is invalid: spec.containers[0].ports[1].containerPort: Required value`},
+		{"host port twice", pod(corev1.Container{Name: "b", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 53, HostPort: 53}}}, corev1.Container{Name: "c", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 54, HostPort: 53}}}),
+			`Pod "web" is invalid: spec.containers[1].ports[0].hostPort: Duplicate value: "53/TCP"`},
+		{"node selector", func() *corev1.Pod { p := pod(ok); p.Spec.NodeSelector = map[string]string{"a/b/c": "x"}; return p }(),
+			`Pod "web" is invalid: spec.nodeSelector: Invalid value: "a/b/c": a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`},
+		{"template", &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{ok, {Name: "b"}}}}}},
+			`Deployment.apps "web" is invalid: spec.template.spec.containers[1].image: Required value`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newServer(t)
+			_, err := s.Create(tc.obj)
+			require.EqualError(t, err, tc.want)
+		})
+	}
 }

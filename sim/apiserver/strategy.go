@@ -90,13 +90,15 @@ func validateMetaFull(k Kind, obj Object) field.ErrorList {
 // plainMeta reports whether obj's metadata is of the plain kind the
 // validation above accepts for certain, checked without building a field
 // path or running a regular expression: a DNS-1123 subdomain name (for the
-// kinds named so), a DNS-1123 label namespace where one is required, labels
-// with unprefixed keys, and no generateName, annotations, owner
-// references, finalizers or managed fields. Anything else goes through
-// the full validation, which also words the errors.
+// kinds named so), a DNS-1123 label namespace where one is required, label
+// and annotation keys that are qualified names (an optional DNS-1123
+// subdomain prefix and '/', then a name), label values of the label
+// rule, annotations within the total size limit, and no generateName,
+// owner references, finalizers or managed fields. Anything else goes
+// through the full validation, which also words the errors.
 func plainMeta(k Kind, obj Object) bool {
 	if strategies[k.Name].name != nil || obj.GetGenerateName() != "" || obj.GetGeneration() < 0 ||
-		len(obj.GetAnnotations()) > 0 || len(obj.GetOwnerReferences()) > 0 || len(obj.GetFinalizers()) > 0 || len(obj.GetManagedFields()) > 0 {
+		len(obj.GetOwnerReferences()) > 0 || len(obj.GetFinalizers()) > 0 || len(obj.GetManagedFields()) > 0 {
 		return false
 	}
 	if !isDNSSubdomain(obj.GetName()) {
@@ -106,11 +108,32 @@ func plainMeta(k Kind, obj Object) bool {
 		return false
 	}
 	for key, v := range obj.GetLabels() {
-		if key == "" || !isLabelValue(key) || (v != "" && !isLabelValue(v)) {
+		if !isQualifiedName(key) || (v != "" && !isLabelValue(v)) {
 			return false
 		}
 	}
-	return true
+	size := 0
+	for key, v := range obj.GetAnnotations() {
+		// ValidateAnnotations lower-cases a key before its test, which
+		// only widens what the test here accepts.
+		if !isQualifiedName(key) {
+			return false
+		}
+		size += len(key) + len(v)
+	}
+	return size <= apimachineryvalidation.TotalAnnotationSizeLimitB
+}
+
+// isQualifiedName is IsQualifiedName's test (a label key): a name of the
+// label value rule, optionally after a DNS-1123 subdomain prefix and '/'.
+func isQualifiedName(s string) bool {
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		if !isDNSSubdomain(s[:i]) {
+			return false
+		}
+		s = s[i+1:]
+	}
+	return isLabelValue(s)
 }
 
 // isDNSLabel is IsDNS1123Label's test: 1 to 63 of [a-z0-9-], alphanumeric
@@ -567,7 +590,7 @@ func defaultPod(sp *corev1.PodSpec) {
 
 func validatePod(_ *Server, o, old Object) field.ErrorList {
 	pod := o.(*corev1.Pod)
-	errs := validatePodSpec(&pod.Spec, field.NewPath("spec"))
+	errs := validatePodSpec(&pod.Spec, specPath)
 	if old != nil {
 		prev := old.(*corev1.Pod)
 		if prev.Spec.NodeName != "" && pod.Spec.NodeName != prev.Spec.NodeName {
@@ -577,10 +600,16 @@ func validatePod(_ *Server, o, old Object) field.ErrorList {
 	return errs
 }
 
-func validatePodSpec(sp *corev1.PodSpec, path *field.Path) field.ErrorList {
+// specPath is the field path of a Pod's spec, made when an error needs
+// it.
+func specPath() *field.Path { return field.NewPath("spec") }
+
+// validatePodSpec validates a pod spec found at path (a function: the
+// field paths are made only for the errors, not for every valid pod).
+func validatePodSpec(sp *corev1.PodSpec, path func() *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(sp.Containers) == 0 {
-		errs = append(errs, field.Required(path.Child("containers"), ""))
+		errs = append(errs, field.Required(path().Child("containers"), ""))
 	}
 	names := map[string]bool{}
 	type hp struct {
@@ -590,75 +619,102 @@ func validatePodSpec(sp *corev1.PodSpec, path *field.Path) field.ErrorList {
 	}
 	hostPorts := map[hp]bool{}
 	for i, c := range sp.Containers {
-		cp := path.Child("containers").Index(i)
+		cp := func() *field.Path { return path().Child("containers").Index(i) }
 		if c.Name == "" {
-			errs = append(errs, field.Required(cp.Child("name"), ""))
+			errs = append(errs, field.Required(cp().Child("name"), ""))
 		} else {
-			for _, msg := range validation.IsDNS1123Label(c.Name) {
-				errs = append(errs, field.Invalid(cp.Child("name"), c.Name, msg))
+			if !isDNSLabel(c.Name) { // the regular expression only for the error
+				for _, msg := range validation.IsDNS1123Label(c.Name) {
+					errs = append(errs, field.Invalid(cp().Child("name"), c.Name, msg))
+				}
 			}
 			if names[c.Name] {
-				errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
+				errs = append(errs, field.Duplicate(cp().Child("name"), c.Name))
 			}
 			names[c.Name] = true
 		}
 		if c.Image == "" {
-			errs = append(errs, field.Required(cp.Child("image"), ""))
+			errs = append(errs, field.Required(cp().Child("image"), ""))
 		}
 		portNames := map[string]bool{}
 		for j, p := range c.Ports {
-			pp := cp.Child("ports").Index(j)
+			pp := func() *field.Path { return cp().Child("ports").Index(j) }
 			if p.Name != "" {
-				for _, msg := range validation.IsValidPortName(p.Name) {
-					errs = append(errs, field.Invalid(pp.Child("name"), p.Name, msg))
+				if !isPortName(p.Name) {
+					for _, msg := range validation.IsValidPortName(p.Name) {
+						errs = append(errs, field.Invalid(pp().Child("name"), p.Name, msg))
+					}
 				}
 				if portNames[p.Name] {
-					errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+					errs = append(errs, field.Duplicate(pp().Child("name"), p.Name))
 				}
 				portNames[p.Name] = true
 			}
 			if p.ContainerPort == 0 {
-				errs = append(errs, field.Required(pp.Child("containerPort"), ""))
+				errs = append(errs, field.Required(pp().Child("containerPort"), ""))
 			} else {
 				for _, msg := range validation.IsValidPortNum(int(p.ContainerPort)) {
-					errs = append(errs, field.Invalid(pp.Child("containerPort"), p.ContainerPort, msg))
+					errs = append(errs, field.Invalid(pp().Child("containerPort"), p.ContainerPort, msg))
 				}
 			}
 			if p.HostPort != 0 {
 				for _, msg := range validation.IsValidPortNum(int(p.HostPort)) {
-					errs = append(errs, field.Invalid(pp.Child("hostPort"), p.HostPort, msg))
+					errs = append(errs, field.Invalid(pp().Child("hostPort"), p.HostPort, msg))
 				}
 				k := hp{p.HostPort, p.Protocol, p.HostIP}
 				if hostPorts[k] {
-					errs = append(errs, field.Duplicate(pp.Child("hostPort"), fmt.Sprintf("%d/%s", p.HostPort, p.Protocol)))
+					errs = append(errs, field.Duplicate(pp().Child("hostPort"), fmt.Sprintf("%d/%s", p.HostPort, p.Protocol)))
 				}
 				hostPorts[k] = true
 				if sp.HostNetwork && p.HostPort != p.ContainerPort {
-					errs = append(errs, field.Invalid(pp.Child("containerPort"), p.ContainerPort, "must match `hostPort` when `hostNetwork` is true"))
+					errs = append(errs, field.Invalid(pp().Child("containerPort"), p.ContainerPort, "must match `hostPort` when `hostNetwork` is true"))
 				}
 			}
 			switch p.Protocol {
 			case corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP:
 			default:
-				errs = append(errs, field.NotSupported(pp.Child("protocol"), p.Protocol, supportedProtocols))
+				errs = append(errs, field.NotSupported(pp().Child("protocol"), p.Protocol, supportedProtocols))
 			}
 		}
 	}
 	switch sp.DNSPolicy {
 	case corev1.DNSClusterFirst, corev1.DNSClusterFirstWithHostNet, corev1.DNSDefault, corev1.DNSNone:
 	default:
-		errs = append(errs, field.NotSupported(path.Child("dnsPolicy"), sp.DNSPolicy, []string{"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}))
+		errs = append(errs, field.NotSupported(path().Child("dnsPolicy"), sp.DNSPolicy, []string{"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}))
 	}
 	if sp.DNSPolicy == corev1.DNSNone && (sp.DNSConfig == nil || len(sp.DNSConfig.Nameservers) == 0) {
-		errs = append(errs, field.Required(path.Child("dnsConfig").Child("nameservers"), "must provide at least one DNS nameserver when `dnsPolicy` is None"))
+		errs = append(errs, field.Required(path().Child("dnsConfig").Child("nameservers"), "must provide at least one DNS nameserver when `dnsPolicy` is None"))
 	}
 	switch sp.RestartPolicy {
 	case corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
 	default:
-		errs = append(errs, field.NotSupported(path.Child("restartPolicy"), sp.RestartPolicy, []string{"Always", "Never", "OnFailure"}))
+		errs = append(errs, field.NotSupported(path().Child("restartPolicy"), sp.RestartPolicy, []string{"Always", "Never", "OnFailure"}))
 	}
-	errs = append(errs, validateLabels(sp.NodeSelector, path.Child("nodeSelector"))...)
+	if len(sp.NodeSelector) > 0 {
+		errs = append(errs, validateLabels(sp.NodeSelector, path().Child("nodeSelector"))...)
+	}
 	return errs
+}
+
+// isPortName is IsValidPortName's test (an IANA service name): 1 to 15
+// of [a-z0-9-], at least one letter, no hyphen at either end or twice in
+// a row.
+func isPortName(s string) bool {
+	if len(s) == 0 || len(s) > 15 || s[0] == '-' || s[len(s)-1] == '-' || strings.Contains(s, "--") {
+		return false
+	}
+	letter := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+			letter = true
+		case c >= '0' && c <= '9', c == '-':
+		default:
+			return false
+		}
+	}
+	return letter
 }
 
 // --- workloads --------------------------------------------------------------
@@ -728,7 +784,7 @@ func validateSelectorTemplate(sel *metav1.LabelSelector, t *corev1.PodTemplateSp
 	} else if !s.Matches(labels.Set(t.Labels)) {
 		errs = append(errs, field.Invalid(spec.Child("template", "metadata", "labels"), t.Labels, "`selector` does not match template `labels`"))
 	}
-	errs = append(errs, validatePodSpec(&t.Spec, spec.Child("template", "spec"))...)
+	errs = append(errs, validatePodSpec(&t.Spec, func() *field.Path { return spec.Child("template", "spec") })...)
 	return errs
 }
 
