@@ -129,6 +129,13 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 	if err != nil {
 		return err
 	}
+	if f := os.Getenv("SCALE_NODES_PROFILE"); f != "" {
+		// The nodes phase alone (CPU profile).
+		if pf, err := os.Create(f); err == nil {
+			pprof.StopCPUProfile()
+			_ = pprof.StartCPUProfile(pf)
+		}
+	}
 	start := time.Now()
 	cpu0 := cpuTime()
 	for i := 0; i < nodes; i++ {
@@ -140,6 +147,20 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 	}
 	tNodes := time.Since(start)
 	cpuNodes := cpuTime()
+	if os.Getenv("SCALE_NODES_PROFILE") != "" {
+		pprof.StopCPUProfile()
+	}
+	if f := os.Getenv("SCALE_PODS_PROFILE"); f != "" {
+		// The pods phase alone (CPU profile; and, in f+".allocs", the
+		// objects allocated during it).
+		if pf, err := os.Create(f); err == nil {
+			pprof.StopCPUProfile()
+			_ = pprof.StartCPUProfile(pf)
+			runtime.MemProfileRate = 64 << 10
+		}
+	}
+	var msNodes runtime.MemStats
+	runtime.ReadMemStats(&msNodes)
 	// Pods in groups of `endpoints`, consecutive pods on consecutive nodes
 	// so a Service's endpoints are spread; Service i selects group i mod
 	// the number of groups.
@@ -175,6 +196,17 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 	}
 	tPods := time.Since(start) - tNodes
 	cpuPods := cpuTime()
+	var msPods runtime.MemStats
+	runtime.ReadMemStats(&msPods)
+	if f := os.Getenv("SCALE_PODS_PROFILE"); f != "" {
+		pprof.StopCPUProfile()
+		if af, err := os.Create(f + ".allocs"); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(af, 0)
+			_ = af.Close()
+		}
+	}
+	fmt.Fprintf(os.Stderr, "pods phase: %.1f M objects allocated (%.0f per pod), %d GCs, %.2f GiB heap at its end\n",
+		float64(msPods.Mallocs-msNodes.Mallocs)/1e6, float64(msPods.Mallocs-msNodes.Mallocs)/float64(max(total, 1)), msPods.NumGC-msNodes.NumGC, float64(msPods.HeapAlloc)/(1<<30))
 	specs := make([]sim.ServiceSpec, services)
 	for i := range specs {
 		specs[i] = sim.ServiceSpec{Selector: map[string]string{"group": strconv.Itoa(i % groups)}, Service: kubeproxy.Service{
