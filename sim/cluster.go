@@ -18,6 +18,7 @@ import (
 	"github.com/kubewalk/kubewalk/datapath/nftables"
 	"github.com/kubewalk/kubewalk/sim/apiserver"
 	"github.com/kubewalk/kubewalk/sim/cni"
+	"github.com/kubewalk/kubewalk/sim/controller"
 	"github.com/kubewalk/kubewalk/sim/flannel"
 	"github.com/kubewalk/kubewalk/sim/ipam"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
@@ -348,6 +349,33 @@ var containerStarted = true
 type kubeletStart struct {
 	time    metav1.Time
 	running corev1.ContainerStateRunning
+	// conds are the conditions of a pod Running now whose conditions were
+	// prior before (a stored slice, never modified): the pods of a wave
+	// share one slice (full, so an append copies).
+	prior, conds []corev1.PodCondition
+}
+
+// runningConditionTypes are the conditions a Running, Ready pod has True,
+// in the order the kubelet sets them.
+var runningConditionTypes = [...]corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled}
+
+// runningConditions returns the status.conditions of pod (its stored
+// object) once it runs now, as controller.SetPodCondition sets each of
+// runningConditionTypes True: the slice made for the last pod started at
+// this instant with the same conditions before, else one made here from
+// a copy of them.
+func (st0 *kubeletStart) runningConditions(pod *corev1.Pod) []corev1.PodCondition {
+	prior := pod.Status.Conditions
+	if st0.conds != nil && slices.Equal(prior, st0.prior) {
+		return st0.conds
+	}
+	up := &corev1.Pod{Status: corev1.PodStatus{Conditions: make([]corev1.PodCondition, len(prior), len(prior)+len(runningConditionTypes))}}
+	copy(up.Status.Conditions, prior)
+	for _, t := range runningConditionTypes {
+		controller.SetPodCondition(up, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: st0.time})
+	}
+	st0.prior, st0.conds = prior, slices.Clip(up.Status.Conditions)
+	return st0.conds
 }
 
 // kubeletStarts returns the kubeletStart of now, made once for all the

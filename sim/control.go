@@ -514,13 +514,14 @@ type textKey struct {
 
 func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	st0 := c.kubeletStarts()
-	now := st0.time
 	// A status write keeps everything but the status from the stored
 	// object, and neither the server nor anyone else modifies the parts
 	// shared with it: only the status is copied.
 	up := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
 	st := &up.Status
-	pod.Status.DeepCopyInto(st)
+	prev := pod.Status
+	prev.Conditions = nil // made below, from pod's
+	prev.DeepCopyInto(st)
 	st.Phase = corev1.PodRunning
 	st.PodIP = p.IP.String()
 	st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
@@ -537,10 +538,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 			ContainerID: "containerd://" + p.ContainerID[:62] + hex2(i),
 			State:       corev1.ContainerState{Running: &st0.running}})
 	}
-	st.Conditions = slices.Grow(st.Conditions, 5) // the five conditions below, in one allocation
-	for _, t := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
-		controller.SetPodCondition(up, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
-	}
+	st.Conditions = st0.runningConditions(pod) // shared by the pods of a wave
 	if c.API.WriteStatus(up) == nil {
 		// Pod.Object is the object as written now (the server keeps up,
 		// or a copy of it when it shares nothing): the Pending object it

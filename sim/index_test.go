@@ -8,10 +8,15 @@ import (
 	"time"
 	"unsafe"
 
+	"slices"
+
+	"github.com/kubewalk/kubewalk/sim/apiserver"
+	"github.com/kubewalk/kubewalk/sim/controller"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestPodByNameAcrossNamespacesAndDeletes(t *testing.T) {
@@ -157,6 +162,9 @@ func TestPodObjectIsTheRunningPod(t *testing.T) {
 	require.Same(t, st[0].ContainerStatuses[0].Started, st[1].ContainerStatuses[0].Started)
 	require.Same(t, &st[0].HostIPs[0], &st[1].HostIPs[0])
 	require.Equal(t, len(st[0].HostIPs), cap(st[0].HostIPs), "full: an append copies")
+	require.Len(t, st[0].Conditions, 5)
+	require.Same(t, &st[0].Conditions[0], &st[1].Conditions[0], "one wave, one slice of conditions")
+	require.Equal(t, len(st[0].Conditions), cap(st[0].Conditions), "full: an append copies")
 
 	o, err := c.API.Get("Pod", "shop", "a")
 	require.NoError(t, err)
@@ -164,6 +172,8 @@ func TestPodObjectIsTheRunningPod(t *testing.T) {
 	a.Status.StartTime.Time = a.Status.StartTime.Add(time.Hour)
 	*a.Status.ContainerStatuses[0].Started = false
 	a.Status.HostIPs[0].IP = "10.0.0.1"
+	a.Status.Conditions[0].Status = corev1.ConditionFalse
+	require.Equal(t, corev1.ConditionTrue, pods[1].Object.Status.Conditions[0].Status)
 	require.Equal(t, pods[1].Object.Status.StartTime.Time, pods[1].Object.Status.ContainerStatuses[0].State.Running.StartedAt.Time)
 	require.True(t, *pods[1].Object.Status.ContainerStatuses[0].Started)
 	require.Equal(t, "192.168.1.11", pods[1].Object.Status.HostIPs[0].IP)
@@ -173,4 +183,32 @@ func TestPodObjectIsTheRunningPod(t *testing.T) {
 	later, err := c.AddPod(PodSpec{Namespace: "shop", Name: "c", Node: "n1", Containers: web})
 	require.NoError(t, err)
 	require.True(t, later.Object.Status.StartTime.After(st[0].StartTime.Time))
+}
+
+// The conditions a pod Running now gets are what setting each True on a
+// copy of its own gives, whichever pod started at this instant before it
+// and with what conditions (shared only between pods whose conditions
+// were the same).
+func TestRunningConditionsAsSet(t *testing.T) {
+	t0 := metav1.NewTime(apiserver.Epoch.Add(time.Second))
+	now := metav1.NewTime(apiserver.Epoch.Add(3 * time.Second))
+	scheduled := []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: t0}}
+	waiting := []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [web]", LastTransitionTime: t0},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: t0}}
+	st0 := &kubeletStart{time: now}
+	for i, prior := range [][]corev1.PodCondition{nil, nil, scheduled, scheduled, waiting, nil, slices.Clone(waiting), waiting[:1]} {
+		pod := &corev1.Pod{Status: corev1.PodStatus{Conditions: prior}}
+		want := pod.DeepCopy()
+		for _, ty := range runningConditionTypes {
+			controller.SetPodCondition(want, corev1.PodCondition{Type: ty, Status: corev1.ConditionTrue, LastTransitionTime: now})
+		}
+		got := st0.runningConditions(pod)
+		require.Equal(t, want.Status.Conditions, got, "pod %d", i)
+		require.Equal(t, prior, pod.Status.Conditions, "pod %d: its own conditions are not modified", i)
+	}
+	a := st0.runningConditions(&corev1.Pod{Status: corev1.PodStatus{Conditions: scheduled}})
+	b := st0.runningConditions(&corev1.Pod{Status: corev1.PodStatus{Conditions: slices.Clone(scheduled)}})
+	require.Same(t, &a[0], &b[0], "the same conditions before: one slice")
+	c := st0.runningConditions(&corev1.Pod{})
+	require.NotSame(t, &a[0], &c[0])
 }
