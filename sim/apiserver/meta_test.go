@@ -367,7 +367,7 @@ func TestCreatedIDs(t *testing.T) {
 	}
 	for _, guess := range []string{"", "x", string(uidFor(n+2)) + "1", string(uidFor(n+1)) + "1"} {
 		name := fmt.Sprint("g", n)
-		_, _, err := s.createAt(pod(name), false, "", guess)
+		_, _, err := s.createAt(pod(name), false, "", guess, false)
 		require.NoError(t, err)
 		check(peek("Pod", name))
 	}

@@ -302,7 +302,7 @@ func (s *Server) create(obj Object, result bool) (Object, error) {
 // object is stored under: the store's own string, for a caller that keeps
 // the key (the event correlator) without making another.
 func (s *Server) createKeyed(obj Object, result bool) (Object, string, error) {
-	return s.createAt(obj, result, "", "")
+	return s.createAt(obj, result, "", "", false)
 }
 
 // createAt is createKeyed for an object whose key the caller made (its
@@ -310,8 +310,10 @@ func (s *Server) createKeyed(obj Object, result bool) (Object, string, error) {
 // the store keeps that string; "" makes it here. ids is the caller's
 // guess at the object's UID and resourceVersion as nextIDs writes them
 // (a part of a string it made anyway), taken if it is right; "" or a
-// wrong guess makes them here, in one string.
-func (s *Server) createAt(obj Object, result bool, kk, ids string) (Object, string, error) {
+// wrong guess makes them here, in one string. free says the caller has
+// just found kk free in the store (the event recorder, which probes for
+// a free name): it is not looked up again.
+func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (Object, string, error) {
 	kind := KindOf(obj)
 	k, err := s.kind(kind)
 	if err != nil {
@@ -348,9 +350,9 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string) (Object, stri
 		}
 	}
 	if !isKey(kk, obj.GetNamespace(), obj.GetName()) {
-		kk = key(obj.GetNamespace(), obj.GetName())
+		kk, free = key(obj.GetNamespace(), obj.GetName()), false
 	}
-	if _, ok := s.objs[kind][kk]; ok {
+	if _, ok := s.objs[kind][kk]; !free && ok {
 		return nil, "", apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
 	}
 	if st.validate != nil {

@@ -80,7 +80,9 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	}
 	now := metav1.NewTime(s.Now())
 	dk := eventDedup{obj.GetUID(), ns, reason, message}
-	if name, ok := s.events.find(dk); ok {
+	h := s.events.hash(dk)
+	name, ok, slotFree := s.events.findAt(h, dk)
+	if ok {
 		if o, ok := s.objs["Event"][name]; ok {
 			c := o.(*corev1.Event).DeepCopy()
 			c.Count++
@@ -117,10 +119,10 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		Source:         corev1.EventSource{Component: component},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	if _, _, err := s.createAt(ev, false, kk, all[klen:]); err != nil {
+	if _, _, err := s.createAt(ev, false, kk, all[klen:], true); err != nil {
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
-	s.events.set(dk, kk)
+	s.events.setAt(h, dk, kk, slotFree)
 }
 
 // eventDedup is what the event correlator counts repeats by: the
@@ -162,16 +164,34 @@ func (x *eventIndex) holds(k string, dk eventDedup) bool {
 // find returns the key of the event recorded for dk (one that may have
 // been deleted since, as the correlator's cache may hold), if any.
 func (x *eventIndex) find(dk eventDedup) (string, bool) {
-	if k, ok := x.byHash[x.hash(dk)]; ok && x.holds(k, dk) {
-		return k, true
-	}
-	k, ok := x.more[dk]
+	k, ok, _ := x.findAt(x.hash(dk), dk)
 	return k, ok
 }
 
+// findAt is find of dk, whose hash is h; free reports that no dedup key
+// holds h (setAt then need not look again).
+func (x *eventIndex) findAt(h uint64, dk eventDedup) (k string, ok, free bool) {
+	k, held := x.byHash[h]
+	if held && x.holds(k, dk) {
+		return k, true, false
+	}
+	if x.more != nil {
+		k, ok = x.more[dk]
+	}
+	return k, ok, !held
+}
+
 // set records k as the event for dk.
-func (x *eventIndex) set(dk eventDedup, k string) {
-	h := x.hash(dk)
+func (x *eventIndex) set(dk eventDedup, k string) { x.setAt(x.hash(dk), dk, k, false) }
+
+// setAt is set of dk, whose hash is h; free: findAt found h free, and
+// nothing was set since.
+func (x *eventIndex) setAt(h uint64, dk eventDedup, k string, free bool) {
+	if free {
+		x.byHash[h] = k
+		delete(x.more, dk)
+		return
+	}
 	if old, ok := x.byHash[h]; ok && old != k {
 		if o, ok := x.s.objs["Event"][old]; ok && eventKey(o.(*corev1.Event)) != dk {
 			// Another dedup key's event holds the hash.
