@@ -1059,12 +1059,7 @@ func (cn *proxyCanon) staleIn(t *netfilter.Table, s *netfilter.Shared) []string 
 		}
 		cn.stale[b] = out
 	}
-	var own []string
-	for _, name := range t.OwnChainNames() {
-		if kubeproxy.IsServiceChain(name) && !s.Has(name) {
-			own = append(own, name)
-		}
-	}
+	own := t.OwnChainNamesWhere(func(name string) bool { return kubeproxy.IsServiceChain(name) && !s.Has(name) })
 	if len(own) == 0 {
 		return out
 	}

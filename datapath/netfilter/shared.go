@@ -1112,10 +1112,14 @@ func (s *Shared) ChainNames() []string {
 // OwnChainNames returns the names of t's user chains that are its own,
 // not its shared ruleset's, sorted: with Shared().ChainNames(), the
 // chains iptables-save lists.
-func (t *Table) OwnChainNames() []string {
+func (t *Table) OwnChainNames() []string { return t.OwnChainNamesWhere(nil) }
+
+// OwnChainNamesWhere is OwnChainNames of the chains keep (nil: every one)
+// says yes to: only those are collected and sorted.
+func (t *Table) OwnChainNamesWhere(keep func(name string) bool) []string {
 	var out []string
 	for name, c := range t.chains {
-		if !c.Builtin {
+		if !c.Builtin && (keep == nil || keep(name)) {
 			out = append(out, name)
 		}
 	}
@@ -1161,21 +1165,20 @@ var ErrNotLoaded = errors.New("netfilter: shared ruleset not loadable onto the t
 // chains that changed, not of the ruleset. ErrNotLoaded when it cannot
 // tell (nothing changed then).
 func (nf *Netfilter) LoadShared(loads ...Load) error {
-	commits := make([]func(), 0, len(loads))
+	plans := make([]loadPlan, 0, 4) // (on the stack for kube-proxy's two tables)
 	for i, l := range loads {
 		for _, o := range loads[:i] {
 			if o.Set.table == l.Set.table {
 				return ErrNotLoaded
 			}
 		}
-		commit, err := nf.planLoad(l.Set, l.Declared)
-		if err != nil {
+		plans = append(plans, loadPlan{})
+		if err := nf.planLoad(&plans[len(plans)-1], l.Set, l.Declared); err != nil {
 			return err
 		}
-		commits = append(commits, commit)
 	}
-	for _, commit := range commits {
-		commit()
+	for i := range plans {
+		nf.commitLoad(&plans[i])
 	}
 	nf.gen++
 	return nil
@@ -1188,16 +1191,57 @@ type Load struct {
 	Declared *Declared
 }
 
-// planLoad checks loading s with d (LoadShared) and returns what makes
-// it so.
-func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
+// loadPlan is what planLoad found loading s with d onto t takes, for
+// commitLoad: the namespace's chains as they will be (own), the chains of
+// the previous ruleset carried as its own, the reach of own, the chains
+// s swapped since t's ruleset (sw, nil when not known) and those the
+// input deletes (del).
+type loadPlan struct {
+	t            *Table
+	s            *Shared
+	d            *Declared
+	own, carried map[string]*Chain
+	reach        *ownReach
+	sw, del      map[string]bool
+	// same: own and reach are t's as they are, and no chain they jump to
+	// outside own is swapped or deleted: no jump changes target.
+	same bool
+}
+
+// resolve returns the chain c (a chain of t or of its ruleset, as a jump
+// names it now) stands for once the plan is committed: nil for a chain
+// that will not exist.
+func (p *loadPlan) resolve(c *Chain) *Chain {
+	name := c.Name
+	if c.shared == nil && p.t.chains[name] == c {
+		if p.del[name] {
+			return nil
+		}
+		if sc := p.s.chains[name]; sc != nil {
+			return sc
+		}
+		return c
+	}
+	if sc := p.s.chains[name]; sc != nil {
+		return sc
+	}
+	if cc := p.carried[name]; cc != nil {
+		return cc
+	}
+	return nil
+}
+
+// planLoad checks loading s with d (LoadShared) and fills p with what
+// makes it so.
+func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 	t := nf.tables[s.table]
 	if t == nil || s.loops {
-		return nil, ErrNotLoaded
+		return ErrNotLoaded
 	}
+	p.t, p.s, p.d = t, s, d
 	b := t.base
 	if !d.All && (b == nil || !s.sameSince(b.id, d)) {
-		return nil, ErrNotLoaded
+		return ErrNotLoaded
 	}
 	var del map[string]bool
 	if len(d.Deleted) > 0 {
@@ -1205,11 +1249,12 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 		for _, name := range d.Deleted {
 			oc := t.chains[name]
 			if s.chains[name] != nil || (oc != nil && oc.Builtin) || (oc == nil && (b == nil || b.chains[name] == nil)) {
-				return nil, ErrNotLoaded // restore's error, from the text
+				return ErrNotLoaded // restore's error, from the text
 			}
 			del[name] = true
 		}
 	}
+	p.del = del
 	// The namespace's own chains named like one of s are declared
 	// (flushed and written as s's), or the input could not be s's.
 	// (The names from the memoized checks when they stand: the node's
@@ -1234,27 +1279,28 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 	if r := t.reach; r != nil && len(r.chains) == len(t.chains) && b != nil {
 		sw = s.swappedSince(b.id)
 	}
+	p.sw = sw
 	if sw != nil {
 		for name := range sw {
 			if oc := t.chains[name]; oc != nil && clash(name, oc.Builtin) {
-				return nil, ErrNotLoaded
+				return ErrNotLoaded
 			}
 		}
 		for name := range del {
 			if oc := t.chains[name]; oc != nil && clash(name, oc.Builtin) {
-				return nil, ErrNotLoaded
+				return ErrNotLoaded
 			}
 		}
 	} else if r := t.reach; r != nil && len(r.chains) == len(t.chains) {
 		for _, oc := range r.chains {
 			if clash(oc.name, oc.builtin) {
-				return nil, ErrNotLoaded
+				return ErrNotLoaded
 			}
 		}
 	} else {
 		for name, c := range t.chains {
 			if clash(name, c.Builtin) {
-				return nil, ErrNotLoaded
+				return ErrNotLoaded
 			}
 		}
 	}
@@ -1271,47 +1317,37 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 			}
 		}
 	}
-	resolve := func(c *Chain) *Chain {
-		name := c.Name
-		if c.shared == nil && t.chains[name] == c {
-			if del[name] {
-				return nil
-			}
-			if sc := s.chains[name]; sc != nil {
-				return sc
-			}
-			return c
-		}
-		if sc := s.chains[name]; sc != nil {
-			return sc
-		}
-		if cc := carried[name]; cc != nil {
-			return cc
-		}
-		return nil
-	}
+	p.carried = carried
 	// The namespace's chains as they will be, and translate_table's
 	// checks on them (memoized while they stay as they are).
 	own, rebuilt := t.chains, ownChanged || carried != nil
 	if rebuilt {
-		own = make(map[string]*Chain, len(t.chains)+len(carried))
-		for name, c := range t.chains {
-			if s.chains[name] == nil && !del[name] {
-				own[name] = c
+		if ownChanged {
+			own = make(map[string]*Chain, len(t.chains)+len(carried))
+			for name, c := range t.chains {
+				if s.chains[name] == nil && !del[name] {
+					own[name] = c
+				}
 			}
+		} else {
+			// No own chain is named like one of s or deleted (a clash
+			// would have said): every one stays.
+			own = maps.Clone(t.chains)
 		}
 		for name, c := range carried {
 			bc := b.chains[name]
 			c.rules = make([]*Rule, len(bc.rules))
+			copies := make([]Rule, len(bc.rules))
 			for i, r := range bc.rules {
-				n := *r
+				n := &copies[i]
+				*n = *r
 				n.chain, n.run = c, nil
 				if r.target.chain != nil {
-					if n.target.chain = resolve(r.target.chain); n.target.chain == nil {
-						return nil, ErrNotLoaded // it jumps to a chain deleted: restore's error
+					if n.target.chain = p.resolve(r.target.chain); n.target.chain == nil {
+						return ErrNotLoaded // it jumps to a chain deleted: restore's error
 					}
 				}
-				c.rules[i] = &n
+				c.rules[i] = n
 			}
 			if v := t.views[bc]; v != nil && v.ctr != nil {
 				c.ctr = slices.Clone(v.ctr)
@@ -1320,21 +1356,23 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 			own[name] = c
 		}
 	}
+	p.own = own
 	reach, inc := t.reach, false
 	if reach != nil && rebuilt && !ownChanged {
-		reach = reach.withCarried(carried, own, resolve)
+		reach = reach.withCarried(carried, own, p.resolve)
 		inc = reach != nil
 	} else if rebuilt {
 		reach = nil
 	}
 	if reach == nil {
 		var ok bool
-		if reach, ok = reachOf(t, own, resolve); !ok {
-			return nil, ErrNotLoaded
+		if reach, ok = reachOf(t, own, p.resolve); !ok {
+			return ErrNotLoaded
 		}
 	}
+	p.reach = reach
 	if checkReach != nil {
-		checkReach(t, reach, inc, own, resolve)
+		checkReach(t, reach, inc, own, p.resolve)
 	}
 	fitSw, from := sw, 0
 	switch {
@@ -1346,11 +1384,21 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 		fitSw = nil // a new reach: every target is checked
 	}
 	if !reach.fitsSince(s, own, fitSw, from) {
-		return nil, ErrNotLoaded
+		return ErrNotLoaded
 	}
-	return func() {
-		nf.commitLoad(t, s, d, own, carried, reach, resolve, sw, del)
-	}, nil
+	if reach == t.reach && sw != nil {
+		// Every jump of the own chains goes to an own chain (none is
+		// deleted or named like one of s: a clash would have said) or
+		// to one of reach's targets.
+		p.same = true
+		for _, name := range reach.targets {
+			if sw[name] || del[name] {
+				p.same = false
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // commitLoad makes t's chains own, its ruleset s (LoadShared).
@@ -1358,29 +1406,35 @@ func (nf *Netfilter) planLoad(s *Shared, d *Declared) (func(), error) {
 // With sw (the chains s swapped since the table's ruleset), a jump whose
 // target is neither swapped nor deleted (del) keeps its target: it is
 // the same chain in s.
-func (nf *Netfilter) commitLoad(t *Table, s *Shared, d *Declared, own, carried map[string]*Chain, reach *ownReach, resolve func(*Chain) *Chain, sw, del map[string]bool) {
-	views := map[*Chain]*Chain{}
+func (nf *Netfilter) commitLoad(p *loadPlan) {
+	t, s, d, reach, sw, del, carried := p.t, p.s, p.d, p.reach, p.sw, p.del, p.carried
+	var views map[*Chain]*Chain
 	for oc, v := range t.views {
 		if v.ctr == nil || d.declares(oc.Name) {
 			continue
 		}
 		if nc := s.chains[oc.Name]; nc != nil {
+			if views == nil {
+				views = map[*Chain]*Chain{}
+			}
 			views[nc] = &Chain{Name: nc.Name, rules: nc.rules, view: nc, ctr: v.ctr}
 		}
 	}
-	for i := range reach.jumps {
-		j := &reach.jumps[i]
-		if carried != nil && carried[j.in.Name] == j.in {
-			continue // its targets are resolved
-		}
-		if sw != nil && !sw[j.to.Name] && !del[j.to.Name] {
-			continue
-		}
-		if rc := resolve(j.to); rc != j.to {
-			j.r.target.chain, j.to = rc, rc
+	if !p.same {
+		for i := range reach.jumps {
+			j := &reach.jumps[i]
+			if carried != nil && carried[j.in.Name] == j.in {
+				continue // its targets are resolved
+			}
+			if sw != nil && !sw[j.to.Name] && !del[j.to.Name] {
+				continue
+			}
+			if rc := p.resolve(j.to); rc != j.to {
+				j.r.target.chain, j.to = rc, rc
+			}
 		}
 	}
-	t.chains, t.base, t.views, t.reach = own, s, views, reach
+	t.chains, t.base, t.views, t.reach = p.own, s, views, reach
 	if !t.loaded {
 		t.loaded = true
 		nf.order = append(nf.order, t.Name)
@@ -1626,8 +1680,10 @@ func (r *ownReach) withCarried(carried, own map[string]*Chain, resolve func(*Cha
 	if len(r.chains)+len(carried) != len(own) {
 		return nil
 	}
-	for i := range r.jumps {
-		if carried[r.jumps[i].to.Name] != nil {
+	// A jump to a chain not among the own ones goes to one of r's
+	// targets (the carried chains are not own chains yet).
+	for _, name := range r.targets {
+		if carried[name] != nil {
 			return nil
 		}
 	}

@@ -524,12 +524,24 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 		ref, sh   *topo
 		last      int
 		refLoaded bool
+		// after, when set, runs on both namespaces after generation g's
+		// load.
+		after func(nf *Netfilter, g int)
 	}
 	always := func(int) bool { return true }
 	nodes := []*node{
 		{name: "every generation", syncs: always, clean: always, full: func(g int) bool { return g == 0 }},
 		{name: "every other generation", syncs: func(g int) bool { return g%2 == 0 || g == len(states)-1 }, clean: always, full: func(g int) bool { return g == 0 }},
 		{name: "stale chains kept, then a full sync", syncs: always, clean: func(g int) bool { return g == 0 || g == 5 }, full: func(g int) bool { return g == 0 || g == 5 }},
+		// A chain of the node's own jumps to KUBE-SEP-0, which goes stale
+		// (and is kept, as the node's own) at the last generation.
+		{name: "an own chain jumps to a chain that goes stale", syncs: always, clean: func(g int) bool { return g == 0 }, full: func(g int) bool { return g == 0 },
+			after: func(nf *Netfilter, g int) {
+				if g == 0 {
+					require.NoError(t, nf.Exec(NAT, "-N", "MY-JUMPS"))
+					require.NoError(t, nf.Exec(NAT, "-A", "MY-JUMPS", "-j", "KUBE-SEP-0"))
+				}
+			}},
 	}
 	port := uint16(20000)
 	traffic := func(tp *topo) {
@@ -582,6 +594,10 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 			require.NoError(t, n.sh.nf.LoadShared(Load{sets[g], d}), step)
 			assert.Same(t, sets[g], n.sh.nf.Table(NAT).Shared(), step)
 			assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), n.sh.nf.Save(SaveOptions{Counters: true}), step)
+			if n.after != nil {
+				n.after(n.ref.nf, g)
+				n.after(n.sh.nf, g)
+			}
 			n.last = g
 		}
 		for _, n := range nodes {
@@ -595,6 +611,8 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 	// The namespace that kept KUBE-SEP-2 when it went stale held it as
 	// its own until the endpoint came back.
 	assert.Contains(t, nodes[2].sh.nf.Save(SaveOptions{}), ":KUBE-SEP-2 ")
+	assert.Contains(t, nodes[3].sh.nf.Save(SaveOptions{}), "-A MY-JUMPS -j KUBE-SEP-0\n")
+	assert.Contains(t, nodes[3].sh.nf.Save(SaveOptions{}), ":KUBE-SEP-0 ")
 }
 
 // reachKey renders an ownReach in an order of its own, to compare two.
