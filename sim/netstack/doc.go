@@ -38,7 +38,10 @@
 // the simulation computed and nothing corrupted since are not verified
 // again (as Linux trusts them across a veth), others are. What the stack
 // writes enters the namespace's output path as locally generated packets
-// (OUTPUT, routing, POSTROUTING, neighbour). The stack's picture of the
+// (OUTPUT, routing, POSTROUTING, neighbour); a TCP segment with DF that
+// fits the device's MTU gets its IPv4 header (the bytes gVisor's IPv4
+// would write) and goes there without the rest of gVisor's IPv4 output
+// (empty iptables, nothing to fragment), the rest through it. The stack's picture of the
 // namespace is the namespace's own: one gVisor NIC per device with the
 // device's MTU (read live, so the MSS behind flannel is 1450-40 = 1410),
 // the device's addresses, and the namespace's routing table, copied again

@@ -210,3 +210,78 @@ func TestCopyPacket(t *testing.T) {
 	defer big.DecRef()
 	require.False(t, copyPacket(pool.Get(), big))
 }
+
+// directSent is the number of segments the stack's short TCP output path
+// sent, over its NICs.
+func directSent(t *testing.T, s *Stack) uint64 {
+	t.Helper()
+	n := uint64(0)
+	for _, l := range s.byDev {
+		ep, err := s.st.GetNetworkEndpoint(l.id, header.IPv4ProtocolNumber)
+		require.Nil(t, err)
+		n += ep.(*ipOutEndpoint).direct
+	}
+	return n
+}
+
+// TestDirectOutput: the segments of a kept-alive GET (request, response
+// and the two ACKs the delayed-ACK model holds back) go from gVisor's TCP
+// to the link without gVisor's IPv4 output (its send counter does not
+// move), and the exchange is answered as before.
+func TestDirectOutput(t *testing.T) {
+	_, client, web, c := crossNodeGET(t)
+	ipOut := client.st.Stats().IP.PacketsSent.Value() + web.st.Stats().IP.PacketsSent.Value()
+	direct := directSent(t, client) + directSent(t, web)
+	for range 3 {
+		get(t, c)
+	}
+	require.Equal(t, ipOut, client.st.Stats().IP.PacketsSent.Value()+web.st.Stats().IP.PacketsSent.Value())
+	require.Equal(t, direct+3*4, directSent(t, client)+directSent(t, web), "four segments per GET")
+}
+
+// TestDirectOutputFallsBack: what the short path does not take goes
+// through gVisor's IPv4 output: a UDP datagram (no DF), and a TCP segment
+// larger than the link's MTU.
+func TestDirectOutputFallsBack(t *testing.T) {
+	r, err := scenarios.NewReference(1)
+	require.NoError(t, err)
+	s, err := AttachPod(r.World, r.Client)
+	require.NoError(t, err)
+	route, terr := s.st.FindRoute(0, tcpip.Address{}, tcpip.AddrFrom4([4]byte{10, 244, 2, 5}), header.IPv4ProtocolNumber, false)
+	require.Nil(t, terr)
+	defer route.Release()
+	ep, terr := s.st.GetNetworkEndpoint(route.NICID(), header.IPv4ProtocolNumber)
+	require.Nil(t, terr)
+	oe := ep.(*ipOutEndpoint)
+	for _, tc := range []struct {
+		name    string
+		params  stack.NetworkHeaderParams
+		payload int
+		direct  bool
+	}{
+		{"a TCP segment with DF", stack.NetworkHeaderParams{Protocol: header.TCPProtocolNumber, TTL: 64, DF: true}, 100, true},
+		{"UDP", stack.NetworkHeaderParams{Protocol: header.UDPProtocolNumber, TTL: 64}, 100, false},
+		{"TCP without DF", stack.NetworkHeaderParams{Protocol: header.TCPProtocolNumber, TTL: 64}, 100, false},
+		{"TCP over the MTU", stack.NetworkHeaderParams{Protocol: header.TCPProtocolNumber, TTL: 64, DF: true}, 1481, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ipOut := s.st.Stats().IP.PacketsSent.Value() + s.st.Stats().IP.OutgoingPacketErrors.Value()
+			direct := oe.direct
+			pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
+				ReserveHeaderBytes: int(oe.MaxHeaderLength()),
+				Payload:            buffer.MakeWithData(make([]byte, tc.payload)),
+			})
+			defer pkt.DecRef()
+			s.d.lock()
+			_ = oe.WritePacket(route, tc.params, pkt)
+			s.d.unlock()
+			if tc.direct {
+				require.Equal(t, direct+1, oe.direct)
+				require.Equal(t, ipOut, s.st.Stats().IP.PacketsSent.Value()+s.st.Stats().IP.OutgoingPacketErrors.Value())
+			} else {
+				require.Equal(t, direct, oe.direct)
+				require.Greater(t, s.st.Stats().IP.PacketsSent.Value()+s.st.Stats().IP.OutgoingPacketErrors.Value(), ipOut)
+			}
+		})
+	}
+}

@@ -91,7 +91,7 @@ func Attach(w *sim.World, ns *datapath.Netns) (*Stack, error) {
 	s := &Stack{d: d, ns: ns, nics: map[*datapath.Device]*link{}, byAddr: map[[4]byte]*link{},
 		rng: randv2.New(randv2.NewPCG(seed, 0x646e73))}
 	s.st = stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
+		NetworkProtocols:   []stack.NetworkProtocolFactory{s.newIPv4},
 		TransportProtocols: []stack.TransportProtocolFactory{newTCP, udp.NewProtocol},
 		Clock:              &clock{d: d},
 		RandSource:         rand.NewSource(int64(seed)),
