@@ -130,7 +130,7 @@ func TestCsumIsGVisorsChecksum(t *testing.T) {
 		func(i int) byte { return []byte{0xff, 0xfe, 0x00, 0x01}[i%4] },
 	}
 	for _, pat := range patterns {
-		for n := 0; n < 80; n++ {
+		for n := 0; n < 200; n++ {
 			b := make([]byte, n)
 			for i := range b {
 				b[i] = pat(i)
