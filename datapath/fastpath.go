@@ -208,6 +208,7 @@ const (
 	feFDBTouch // an FDB entry's last-seen time is now
 	feNeighUse // a STALE neighbour's used time is now
 	feEncap    // VXLAN encapsulation toward an address
+	feMark     // the mark a flattened effect set (Flat.SetMark)
 	// terminals
 	ftRx      // the frame is received by dev after delay
 	ftDeliver // the frame goes up to the namespace's sockets from dev
@@ -262,6 +263,7 @@ type fastEntry struct {
 	neighs     []fastNeigh
 	segs       []fastSeg
 	vxs        []fastVXLAN
+	words      []fastWord
 	fx         []Effect
 	valid      []int32 // the effects whose Valid is asked (not AlwaysValid)
 	adds       []fastAdd
@@ -312,6 +314,12 @@ func vxlanCheck(v *VXLAN) fastVXLAN {
 	return fastVXLAN{v, v.VNI, v.Port, v.SrcPortMin, v.SrcPortMax, v.Local}
 }
 
+// fastWord holds while *w is v (a flattened effect's check, Flat.Check).
+type fastWord struct {
+	w *uint64
+	v uint64
+}
+
 // fastAdd is *a += x, *b += y.
 type fastAdd struct {
 	a, b *uint64
@@ -328,7 +336,8 @@ type fastXf struct {
 	fe   *fdbEntry
 	ne   *neighEntry
 	vx   *VXLAN
-	b1   bool // feEncap: from the entry's template
+	b1   bool   // feEncap: from the entry's template
+	mark uint32 // feMark
 }
 
 type fastTable struct {
@@ -351,6 +360,8 @@ type fastRec struct {
 	// enc is the template of the event's first encapsulation, if it
 	// can be repeated from one (see vxlanTemplate).
 	enc vxlanTemplate
+	// flat takes the effects flattened when the recording is kept.
+	flat Flat
 }
 
 // FastStage is a Stage that can take part in the namespace fast path:
@@ -380,6 +391,42 @@ type EffectReplayer interface {
 	Valid(w *Walk, e *Effect) bool
 	Apply(w *Walk, p *Packet, e *Effect)
 }
+
+// EffectFlattener is implemented by an EffectReplayer whose effect is
+// only counter increments and a mark, and holds while some words keep the
+// values they have when the recording is kept (say a ruleset generation):
+// Flatten hands the fast path those increments, words and mark (Flat),
+// and the fast path then repeats the effect without calling the stage —
+// the increments among its own, the words among its own checks, the mark
+// set where a stage applied after it could read it (the packet leaves
+// with the recorded metadata anyway). Flatten reports false, having
+// handed over nothing, when the effect does not hold now.
+type EffectFlattener interface {
+	EffectReplayer
+	Flatten(fx *Effect, f *Flat) bool
+}
+
+// Flat takes one recording's flattened effects (EffectFlattener).
+type Flat struct {
+	e       *fastEntry
+	mark    uint32
+	markSet bool
+}
+
+// Add makes the replay do *a += x, *b += y.
+func (f *Flat) Add(a *uint64, x uint64, b *uint64, y uint64) {
+	f.e.adds = append(f.e.adds, fastAdd{a, b, x, y})
+}
+
+// Check makes the replay hold only while *w is v.
+func (f *Flat) Check(w *uint64, v uint64) {
+	if c := (fastWord{w, v}); !slices.Contains(f.e.words, c) {
+		f.e.words = append(f.e.words, c)
+	}
+}
+
+// SetMark records that the effect leaves the packet's mark at m.
+func (f *Flat) SetMark(m uint32) { f.mark, f.markSet = m, true }
 
 // AlwaysValid is implemented by an EffectReplayer whose Valid always
 // holds (what decides its effect is checked by another stage's, say the
@@ -528,9 +575,11 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	e.dev, e.head, e.flen, e.ipOK, e.gen, e.deadline = k.dev, k.head, k.flen, r.ipOK, r.gen, math.MaxInt64
 	e.hdr, e.mask, e.meta, e.out, e.ct = k.hdr, k.mask, k.meta, metaOf(p), p.CT.Entry
 	e.ipSum = ipSumOf(&k.hdr)
-	e.nss, e.neighs, e.segs, e.vxs = e.nss[:0], e.neighs[:0], e.segs[:0], e.vxs[:0]
+	e.nss, e.neighs, e.segs, e.vxs, e.words = e.nss[:0], e.neighs[:0], e.segs[:0], e.vxs[:0], e.words[:0]
 	e.fx, e.valid, e.adds, e.xf = e.fx[:0], e.valid[:0], e.adds[:0], e.xf[:0]
 	e.enc = r.enc
+	flat := &r.flat
+	*flat = Flat{e: e}
 	for i := range r.ops[:r.n] {
 		o := &r.ops[i]
 		switch o.kind {
@@ -567,6 +616,14 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			// The periodic collector's next run only moves later.
 			e.deadline = min(e.deadline, o.arp.nextPeriodic)
 		case fcStage:
+			if fl, ok := o.fx.R.(EffectFlattener); ok && fl.Flatten(&o.fx, flat) {
+				continue
+			}
+			if flat.markSet {
+				// This stage could read the mark a flattened one set.
+				e.xf = append(e.xf, fastXf{kind: feMark, mark: flat.mark})
+				flat.markSet = false
+			}
 			if _, ok := o.fx.R.(AlwaysValid); !ok {
 				e.valid = append(e.valid, int32(len(e.fx)))
 			}
@@ -710,6 +767,12 @@ func (e *fastEntry) holds(w *Walk, h2, h3 uint64) bool {
 			return false
 		}
 	}
+	words := e.words
+	for i := range words {
+		if c := &words[i]; *c.w != c.v {
+			return false
+		}
+	}
 	vxs := e.vxs
 	for i := range vxs {
 		// vxlanCheck(c.vx) != *c, field by field: inline, where the
@@ -774,6 +837,8 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 				*(*[12]byte)(p.buf[p.head:]) = o.macs
 			case feDecTTL:
 				decTTL(p.IPv4())
+			case feMark:
+				p.Mark = o.mark
 			case feFDBTouch:
 				o.fe.updated = now
 			case feNeighUse:

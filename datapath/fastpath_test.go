@@ -299,7 +299,29 @@ func TestFastPathEquivalence(t *testing.T) {
 		}
 	})
 	web1From := func(w *fastWorld) (*datapath.Netns, netip.Addr) { return w.r.Web1.Netns, w.r.Web1.IP }
+	// A kube-proxy-style load of the filter table (LoadShared): its
+	// built-in chains stay as they were, so nothing but the ruleset
+	// generation tells the fast path the walk changed.
+	load := func(name, extra string) fastStep {
+		return change(name, func(t *testing.T, w *fastWorld) {
+			nf := w.r.W1.Netfilter
+			text := "*filter\n:KUBE-FORWARD - [0:0]\n" + extra
+			for _, l := range strings.Split(nf.Save(netfilter.SaveOptions{Tables: []string{"filter"}}), "\n") {
+				if strings.HasPrefix(l, "-A KUBE-FORWARD ") {
+					text += l + "\n"
+				}
+			}
+			s, err := netfilter.CompileShared("filter", nil, text+"COMMIT\n")
+			require.NoError(t, err)
+			require.NoError(t, nf.LoadShared(netfilter.Load{Set: s, Declared: &netfilter.Declared{All: true}}))
+		})
+	}
 	steps = append(steps,
+		load("filter loaded as it is (LoadShared)", ""),
+		udpX, udpS,
+		load("filter loaded with a DROP for udp/9000 in KUBE-FORWARD", "-A KUBE-FORWARD -p udp -m udp --dport 9000 -j DROP\n"),
+		udpX, udpS,
+		load("filter loaded without it", ""),
 		udpX, udpS,
 		change("ip_forward off on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = false }),
 		udpX,

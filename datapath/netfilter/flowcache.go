@@ -405,6 +405,39 @@ func (s *hookStage) Apply(_ *datapath.Walk, p *datapath.Packet, fx *datapath.Eff
 	s.repeat(fx.Ref.(*flowSlot), p, fx.M)
 }
 
+// Flatten hands the fast path what Apply repeats: the recorded walk's
+// counter increments (the policy's, the matched rules', Evaluations and
+// the flow cache's hit count), the mark it leaves, and one check, the
+// ruleset generation. That is what decides the walk besides the key, which
+// the fast path's own key and configuration generation cover (the
+// addresses an addrtype rule reads included: every change of them bumps
+// that generation), so the repetition stays exact even when the flow
+// cache's slot is later given to another flow.
+func (s *hookStage) Flatten(fx *datapath.Effect, f *datapath.Flat) bool {
+	nf := s.nf
+	if !s.Valid(nil, fx) {
+		return false
+	}
+	if fx.B {
+		ch := s.t.builtins[s.hook]
+		f.Check(&nf.gen, fx.N)
+		f.Add(&ch.Packets, 1, &ch.Bytes, fx.M)
+		return true
+	}
+	sl := fx.Ref.(*flowSlot)
+	f.Check(&nf.gen, sl.gen)
+	f.Add(&nf.Evaluations, uint64(sl.evals), &nf.flowHits, 1)
+	for _, k := range sl.ctrs[:sl.n] {
+		f.Add(&k.packets, 1, &k.bytes, fx.M)
+	}
+	if sl.policy {
+		ch := s.t.builtins[s.hook]
+		f.Add(&ch.Packets, 1, &ch.Bytes, fx.M)
+	}
+	f.SetMark(sl.mark)
+	return true
+}
+
 // ProcessFast is Process, reporting the rewrite (or its absence) of a
 // packet whose connection has its binding for the hook's manipulation as
 // an effect the fast path can repeat (an unreplied connection's later
