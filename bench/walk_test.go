@@ -130,3 +130,56 @@ func BenchmarkCrossNodePodToPodTCP(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCrossNodePodToPodUDPFrame is the kubewalk side of
+// sim/export's TestKernelSideBySide: a UDP datagram from net/client to
+// net/web-2 on cka-w2, written as a frame on the client's eth0
+// (Device.Transmit) and counted by web-2's socket, two datagrams sent
+// before timing (ARP, FDB, conntrack, the fast path's recordings).
+func BenchmarkCrossNodePodToPodUDPFrame(b *testing.B) {
+	r, err := scenarios.NewReference(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock, err := r.Web2.Netns.ListenUDP(9000, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ip, err := packet.UDP(packet.IP{Src: r.Client.IP, Dst: r.Web2.IP}, 40000, 9000, make([]byte, 64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	eth0 := r.Client.Netns.Device("eth0")
+	frame := make([]byte, 14+len(ip))
+	dst, src := r.W1.Host.Device("cni0").MAC(), eth0.MAC()
+	copy(frame[0:6], dst[:])
+	copy(frame[6:12], src[:])
+	frame[12], frame[13] = 0x08, 0x00
+	copy(frame[14:], ip)
+	e := r.World.Engine
+	for range 2 {
+		if err := eth0.Transmit(frame, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	before := sock.Received
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for i := 0; i < b.N; i++ {
+		if err := eth0.Transmit(frame, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportCPU(b, cpu)
+	if got := sock.Received - before; got != b.N {
+		b.Fatalf("web-2 received %d of %d datagrams", got, b.N)
+	}
+}
