@@ -49,8 +49,21 @@ type HostLocal struct {
 	Gateway     netip.Addr
 	first, last netip.Addr
 	lastRes     netip.Addr
-	byAddr      map[netip.Addr]string
-	byID        map[string]netip.Addr
+	// byAddr and byID hold the handed-out addresses as uint32s (the
+	// range is IPv4): keys without pointers, hashed as one word.
+	byAddr map[uint32]string
+	byID   map[string]uint32
+}
+
+// u32 is the IPv4 address a as a number.
+func u32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// addr is u32's inverse.
+func addr(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
 // NewHostLocal returns an allocator for subnet with gateway .1.
@@ -67,7 +80,7 @@ func NewHostLocal(subnet netip.Prefix) (*HostLocal, error) {
 	first := subnet.Addr().Next()
 	last := netipx.PrefixLastIP(subnet).Prev()
 	return &HostLocal{Subnet: subnet, Gateway: first, first: first, last: last,
-		byAddr: map[netip.Addr]string{}, byID: map[string]netip.Addr{}}, nil
+		byAddr: map[uint32]string{}, byID: map[string]uint32{}}, nil
 }
 
 // Capacity is the number of addresses that can be handed out (the range
@@ -85,7 +98,7 @@ func (h *HostLocal) Capacity() int {
 // Allocate reserves the next free address for id.
 func (h *HostLocal) Allocate(id string) (netip.Addr, error) {
 	if a, ok := h.byID[id]; ok {
-		return netip.Addr{}, &ErrDuplicate{ID: id, Addr: a}
+		return netip.Addr{}, &ErrDuplicate{ID: id, Addr: addr(a)}
 	}
 	start := h.first
 	if h.lastRes.IsValid() {
@@ -96,9 +109,9 @@ func (h *HostLocal) Allocate(id string) (netip.Addr, error) {
 	}
 	a := start
 	for {
-		if _, used := h.byAddr[a]; !used && a != h.Gateway {
-			h.byAddr[a] = id
-			h.byID[id] = a
+		if _, used := h.byAddr[u32(a)]; !used && a != h.Gateway {
+			h.byAddr[u32(a)] = id
+			h.byID[id] = u32(a)
 			h.lastRes = a
 			return a, nil
 		}
@@ -126,7 +139,10 @@ func (h *HostLocal) Release(id string) bool {
 // Lookup returns the address held by id.
 func (h *HostLocal) Lookup(id string) (netip.Addr, bool) {
 	a, ok := h.byID[id]
-	return a, ok
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return addr(a), true
 }
 
 // InUse is the number of addresses handed out.

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -60,4 +61,53 @@ func TestHostLocalErrors(t *testing.T) {
 	var dup *ErrDuplicate
 	require.ErrorAs(t, err, &dup)
 	require.False(t, h.Release("nope"))
+}
+
+// Allocations and releases in a range whose addresses cross octets agree
+// with a model of the plugin (next free after the last reserved,
+// wrapping): the addresses, Lookup, the duplicate error and InUse.
+func TestHostLocalAgreesWithModel(t *testing.T) {
+	h, err := NewHostLocal(netip.MustParsePrefix("10.200.0.0/22"))
+	require.NoError(t, err)
+	held := map[string]netip.Addr{}
+	used := map[netip.Addr]bool{}
+	last := netip.Addr{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 6000 {
+		id := fmt.Sprint("c", rng.IntN(1200))
+		if a, ok := held[id]; ok {
+			if rng.IntN(2) == 0 {
+				_, err := h.Allocate(id)
+				require.EqualError(t, err, a.String()+" has been allocated to "+id+", duplicate allocation is not allowed")
+				continue
+			}
+			require.True(t, h.Release(id))
+			delete(held, id)
+			delete(used, a)
+			_, ok := h.Lookup(id)
+			require.False(t, ok)
+			continue
+		}
+		want := netip.MustParseAddr("10.200.0.2")
+		if last.IsValid() {
+			want = last
+			for {
+				want = want.Next()
+				if want == netip.MustParseAddr("10.200.3.255") {
+					want = netip.MustParseAddr("10.200.0.2")
+				}
+				if !used[want] {
+					break
+				}
+			}
+		}
+		a, err := h.Allocate(id)
+		require.NoError(t, err, "step %d", i)
+		require.Equal(t, want, a, "step %d", i)
+		held[id], used[a], last = a, true, a
+		got, ok := h.Lookup(id)
+		require.True(t, ok)
+		require.Equal(t, a, got)
+		require.Equal(t, len(held), h.InUse())
+	}
 }
