@@ -314,6 +314,40 @@ func TestEventNamesAtOneInstant(t *testing.T) {
 	require.Equal(t, []string{base + " Pulled 2", base + "0 Created 1", base + "00 Started 1"}, names)
 }
 
+// An event's name at an instant whose names were taken is the first
+// free one, also when the last Record's knowledge of the taken names no
+// longer holds: an event deleted since, a transaction aborted.
+func TestEventNamesAfterDeleteAndAbort(t *testing.T) {
+	s, err := New(Config{}, func() time.Time { return Epoch.Add(5 * time.Second) }, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	p, err := s.Create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}})
+	require.NoError(t, err)
+	base := "web." + strconv.FormatInt(Epoch.Add(5*time.Second).UnixNano(), 16)
+	names := func() []string {
+		var out []string
+		for _, o := range s.List("Event", "default") {
+			out = append(out, o.GetName()+" "+o.(*corev1.Event).Reason)
+		}
+		return out
+	}
+	s.Record(p, "kubelet", corev1.EventTypeNormal, "Pulled", "m")
+	s.Record(p, "kubelet", corev1.EventTypeNormal, "Created", "m")
+	require.NoError(t, s.DeleteNow("Event", "default", base))
+	s.Record(p, "kubelet", corev1.EventTypeNormal, "Started", "m")
+	require.Equal(t, []string{base + " Started", base + "0 Created"}, names(), "the deleted name is free again")
+
+	s.Begin()
+	s.Record(p, "kubelet", corev1.EventTypeNormal, "Killing", "m")
+	s.Abort()
+	_, err = s.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}) // the revision the aborted event had
+	require.NoError(t, err)
+	s.Record(p, "kubelet", corev1.EventTypeNormal, "Scheduled", "m")
+	require.Equal(t, []string{base + " Started", base + "0 Created", base + "00 Scheduled"}, names(), "the aborted event's name is free again")
+	s.Record(p, "kubelet", corev1.EventTypeNormal, "Killing", "m")
+	require.Equal(t, []string{base + " Started", base + "0 Created", base + "00 Scheduled", base + "000 Killing"}, names())
+}
+
 func TestIsKey(t *testing.T) {
 	for _, tc := range []struct {
 		k, ns, name string

@@ -66,6 +66,8 @@ type Server struct {
 	keyBuf []byte
 	// copyAll: DisableSharing was called.
 	copyAll bool
+	// evTaken is the names the last Record found taken.
+	evTaken evTaken
 }
 
 // DisableSharing makes the server copy wherever it would share its stored
@@ -352,8 +354,10 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 	if !isKey(kk, obj.GetNamespace(), obj.GetName()) {
 		kk, free = key(obj.GetNamespace(), obj.GetName()), false
 	}
-	if _, ok := s.objs[kind][kk]; !free && ok {
-		return nil, "", apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
+	if !free {
+		if _, ok := s.objs[kind][kk]; ok {
+			return nil, "", apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
+		}
 	}
 	if st.validate != nil {
 		if errs := st.validate(s, obj, nil); len(errs) > 0 {
@@ -375,7 +379,7 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 	obj.SetCreationTimestamp(metav1.NewTime(s.Now()))
 	obj.SetGeneration(1)
 	obj.SetManagedFields(nil)
-	s.storeAtRV(k, obj, kk, ids[n:])
+	s.storeNew(k, obj, kk, ids[n:])
 	s.notify(kind, watch.Added, obj)
 	if !result {
 		return nil, kk, nil
@@ -439,7 +443,13 @@ func (s *Server) storeAt(k Kind, obj Object, kk string) { s.storeAtRV(k, obj, kk
 
 // storeAtRV is storeAt with the new resourceVersion's text made by the
 // caller ("": made here).
-func (s *Server) storeAtRV(k Kind, obj Object, kk, rv string) {
+func (s *Server) storeAtRV(k Kind, obj Object, kk, rv string) { s.storeRV(k, obj, kk, rv, false) }
+
+// storeNew is storeAtRV of a created object, whose key the store is known
+// not to hold (createAt checked): no previous object is looked up.
+func (s *Server) storeNew(k Kind, obj Object, kk, rv string) { s.storeRV(k, obj, kk, rv, true) }
+
+func (s *Server) storeRV(k Kind, obj Object, kk, rv string, created bool) {
 	s.rev++
 	if rv == "" {
 		rv = strconv.FormatUint(s.rev, 10)
@@ -452,7 +462,11 @@ func (s *Server) storeAtRV(k Kind, obj Object, kk, rv string) {
 		s.objs[k.Name] = m
 	}
 	s.logUndo(k.Name, kk)
-	s.reindex(k.Name, kk, m[kk], obj)
+	var old Object
+	if !created {
+		old = m[kk]
+	}
+	s.reindex(k.Name, kk, old, obj)
 	m[kk] = obj
 }
 
@@ -714,6 +728,7 @@ func (s *Server) Abort() {
 		s.reindex(u.kind, u.key, cur, u.prev)
 	}
 	s.rev, s.uids = t.rev, t.uids
+	s.evTaken = evTaken{} // the revision goes back: what it knew may not hold
 	s.events = newEventIndex(s)
 	for _, k := range slices.Sorted(maps.Keys(s.objs["Event"])) {
 		s.events.set(eventKey(s.objs["Event"][k].(*corev1.Event)), k)

@@ -98,6 +98,14 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	// made one string, and the name is its tail.
 	b := append(append(s.keyBuf[:0], ns...), '/')
 	b = strconv.AppendInt(append(append(b, obj.GetName()...), '.'), s.Now().UnixNano(), 16)
+	base := len(b)
+	if t := &s.evTaken; t.rev == s.rev && t.base == string(b) {
+		// The last event recorded, with nothing written since, took
+		// this name or one of its zeros: those before it are taken.
+		for range t.n {
+			b = append(b, '0')
+		}
+	}
 	for {
 		if _, taken := s.objs["Event"][string(b)]; !taken {
 			break
@@ -123,6 +131,16 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
 	s.events.setAt(h, dk, kk, slotFree)
+	s.evTaken = evTaken{base: kk[:base], n: klen - base + 1, rev: s.rev}
+}
+
+// evTaken is what the last Record found of the names at its instant:
+// the name base and the n names after it (each one more '0') are taken,
+// as long as the store is at revision rev (nothing written since).
+type evTaken struct {
+	base string
+	n    int
+	rev  uint64
 }
 
 // eventDedup is what the event correlator counts repeats by: the
