@@ -260,7 +260,9 @@ func (c *Cluster) registerNode(n *Node, spec NodeSpec) error {
 	for k, v := range spec.Labels {
 		no.Labels[k] = v
 	}
-	no.Spec.Taints = append(no.Spec.Taints, spec.Taints...)
+	for _, t := range spec.Taints {
+		no.Spec.Taints = append(no.Spec.Taints, *t.DeepCopy()) // the caller's timeAdded is not kept
+	}
 	cap := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4005732Ki"),
 		corev1.ResourceEphemeralStorage: resource.MustParse("19430032Ki"), corev1.ResourcePods: *resource.NewQuantity(maxPods, resource.DecimalSI),
@@ -273,7 +275,7 @@ func (c *Cluster) registerNode(n *Node, spec NodeSpec) error {
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
 	}
 	c.setNodeConditions(n, no)
-	_, err := c.API.Create(no)
+	err := c.API.Submit(no) // made for the purpose: the server may keep it
 	return err
 }
 

@@ -5,8 +5,11 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
@@ -71,4 +74,29 @@ func TestAPISharingIsInvisible(t *testing.T) {
 	require.Contains(t, shared, "svc-2")
 	require.Contains(t, shared, "Started container web")
 	require.Equal(t, copied, shared)
+}
+
+// The kubelet hands the server the Node object it registers (Submit, no
+// copy): nothing of the caller's NodeSpec is kept in it, so changing the
+// spec's labels and taints afterwards leaves the stored Node as it was.
+func TestRegisteredNodeKeepsNothingOfTheCaller(t *testing.T) {
+	c, err := NewCluster(DefaultConfig())
+	require.NoError(t, err)
+	added := metav1.NewTime(apiserver.Epoch)
+	spec := NodeSpec{Name: "n0", NICs: []NICSpec{{Name: "eth0", Segment: "lan",
+		Addr: netip.MustParsePrefix("192.168.9.10/24"), Gateway: netip.MustParseAddr("192.168.9.1")}},
+		Labels: map[string]string{"zone": "a"},
+		Taints: []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &added}}}
+	_, err = c.AddNode(spec)
+	require.NoError(t, err)
+	before, err := c.API.Get("Node", "", "n0")
+	require.NoError(t, err)
+	spec.Labels["zone"] = "b"
+	spec.Taints[0].Value = "web"
+	spec.Taints[0].TimeAdded.Time = added.Add(time.Hour)
+	after, ok := c.API.Peek("Node", "", "n0")
+	require.True(t, ok)
+	require.Equal(t, before, after)
+	require.Equal(t, "a", after.GetLabels()["zone"])
+	require.Equal(t, apiserver.Epoch, after.(*corev1.Node).Spec.Taints[0].TimeAdded.Time.UTC())
 }
