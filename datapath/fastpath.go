@@ -852,7 +852,9 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 		e.out.restore(p, e.ct)
 		switch {
 		case e.term.kind == ftDeliver:
-			e.term.ns.deliver(w, e.term.dev, p)
+			if v := e.term.vx; v == nil || !e.term.ns.fastDecap(w, v, p) {
+				e.term.ns.deliver(w, e.term.dev, p)
+			}
 		case e.term.x == 0 && eng.inl > 0 && eng.next.kind == 0 && eng.nothingDue():
 			// The hand-over is the next event: what handOn and runNext
 			// do, without them when the link holds.

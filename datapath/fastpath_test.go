@@ -2,6 +2,7 @@ package datapath_test
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -272,6 +273,43 @@ func TestFastPathEquivalence(t *testing.T) {
 		udp("udp cross node dropped", web2, 42001, 5),
 		exec("-D", "FORWARD", "-p", "udp", "--dport", "9000", "-j", "DROP"),
 		udp("udp cross node again", web2, 42001, 10),
+		// The decapsulating side's device, set directly: the replay's
+		// decapsulation (fastDecap) reads it as deliver does.
+		fastStep{"cka-w2's flannel.1 VNI set directly", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Device("flannel.1").VXLAN().VNI++ }},
+		udp("udp cross node", web2, 42001, 3),
+		fastStep{"cka-w2's flannel.1 VNI restored", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Device("flannel.1").VXLAN().VNI-- }},
+		udp("udp cross node", web2, 42001, 3),
+		fastStep{"cka-w2's flannel.1 port set directly", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Device("flannel.1").VXLAN().Port++ }},
+		udp("udp cross node", web2, 42001, 3),
+		fastStep{"cka-w2's flannel.1 port restored", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Device("flannel.1").VXLAN().Port-- }},
+		udp("udp cross node", web2, 42001, 3),
+		fastStep{"cka-w2's flannel.1 learning set directly", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Device("flannel.1").VXLAN().Learning = true }},
+		udp("udp cross node", web2, 42001, 3),
+		fastStep{"cka-w2's flannel.1 learning off", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Device("flannel.1").VXLAN().Learning = false }},
+		udp("udp cross node", web2, 42001, 3),
+		{"an outer frame with a bad UDP checksum among good ones, injected on cka-w2's eth0", func(t *testing.T, w *fastWorld) {
+			// The last VXLAN frame cka-w2 took in, again: an injected frame
+			// is not known to have a valid checksum, so the replay's
+			// decapsulation verifies it as udpReceive does.
+			var frame []byte
+			for _, l := range w.delivered {
+				if f := strings.Fields(l); len(f) == 4 && f[1] == "cka-w2/host" && f[2] == "PREROUTING" {
+					if b, err := hex.DecodeString(f[3]); err == nil && len(b) > 50 && b[23] == datapath.ProtoUDP && binary.BigEndian.Uint16(b[36:]) == 8472 {
+						frame = b
+					}
+				}
+			}
+			require.NotNil(t, frame)
+			for i := range 5 {
+				f := append([]byte(nil), frame...)
+				if i == 3 {
+					f[len(f)-1] ^= 0x01
+				}
+				_, err := w.r.W2.Host.Device("eth0").Inject(f)
+				require.NoError(t, err)
+				require.NoError(t, w.r.World.Run())
+			}
+		}},
 		advance(200 * time.Second), // the UDP flows expire
 		udp("udp same node after expiry", web1, 42000, 10),
 		udp("udp cross node after expiry", web2, 42001, 10),

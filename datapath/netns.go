@@ -524,6 +524,10 @@ func (ns *Netns) routeInput(w *Walk, dev *Device, p *Packet) {
 		if r := w.recording(); r != nil {
 			o := r.op(ftDeliver)
 			o.ns, o.dev = ns, dev
+			if ip[9] == ProtoUDP && len(ip) >= 20+8 && ip[0] == 0x45 {
+				// A VXLAN packet: the replay tries fastDecap first.
+				o.vx = ns.vxlanFor(uint16(ip[22])<<8 | uint16(ip[23]))
+			}
 			w.fastEnd(p, true)
 		} else {
 			w.fastEnd(p, false)

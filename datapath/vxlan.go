@@ -331,6 +331,35 @@ func (v *VXLAN) decap(w *Walk, in *Device, p *Packet) {
 	w.e.ScheduleRx(0, v.dev, p)
 }
 
+// fastDecap is what deliver, udpReceive and decap do with p, an untraced
+// packet that went up to ns's sockets in a replay, when they decapsulate
+// it on v: each of their tests is made here on p as it is (the checksum
+// verified as udpReceive verifies it, v's port, VNI and learning read as
+// they are now), without their generality; it reports false, having done
+// nothing, when any of them would go another way (the caller delivers p
+// then, which drops it or gives it to a socket).
+func (ns *Netns) fastDecap(w *Walk, v *VXLAN, p *Packet) bool {
+	f := p.buf[p.head:p.tail]
+	const outer = EthHdrLen + 20
+	if len(f) < outer+8+vxlanHdrLen+EthHdrLen || f[14] != 0x45 || f[EthHdrLen+9] != ProtoUDP ||
+		f[EthHdrLen+6]&0x3f|f[EthHdrLen+7] != 0 || v.Learning {
+		return false // options, a fragment, not UDP, too short; learning updates the FDB
+	}
+	ip, l4 := header.IPv4(f[EthHdrLen:]), f[outer:]
+	if u := header.UDP(l4); int(u.Length()) != len(l4) || u.DestinationPort() != v.Port || ns.vxlanFor(v.Port) != v ||
+		(!p.CsumValid && u.Checksum() != 0 && l4Checksum(ip, l4, header.UDPProtocolNumber) != 0xffff) {
+		return false
+	}
+	if vx := l4[8:16]; vx[0]&0x08 == 0 || uint32(vx[4])<<16|uint32(vx[5])<<8|uint32(vx[6]) != v.VNI {
+		return false
+	}
+	p.TrimFront(outer + 16)
+	p.Mark = 0
+	p.CT = CTRef{}
+	w.e.ScheduleRx(0, v.dev, p)
+	return true
+}
+
 // outerUDPChecksum is the outer UDP checksum of a VXLAN segment (UDP and
 // VXLAN headers, then the inner frame), 0xffff for a sum of zero as UDP
 // sends it. When the inner frame's checksums are known to be right (a
