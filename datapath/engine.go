@@ -204,6 +204,11 @@ func (e *Engine) push(ev event) {
 	}
 	e.seq++
 	ev.seq = e.seq
+	e.pushSeq(ev)
+}
+
+// pushSeq queues ev with the sequence number it has.
+func (e *Engine) pushSeq(ev event) {
 	if !ev.bg {
 		e.fg++
 	}
@@ -522,6 +527,24 @@ func (e *Engine) runPacket(kind eventKind, dev *Device, ns *Netns, p *Packet, at
 // ScheduleTimer fires t after delay.
 func (e *Engine) ScheduleTimer(delay time.Duration, t Timer) {
 	e.push(event{at: e.now + delay, kind: timerKind(t), timer: t})
+}
+
+// ReserveSeq takes the sequence number an event scheduled now would get,
+// for a timer queued later with ScheduleTimerSeq: among the events of its
+// time it runs where it would have run had it been scheduled now.
+func (e *Engine) ReserveSeq() uint64 {
+	if r := e.walk.rec; r != nil {
+		r.fail = true // as for any event scheduled during a recording
+	}
+	e.seq++
+	return e.seq
+}
+
+// ScheduleTimerSeq fires t at virtual time at (not before now) in the
+// place of sequence number seq, from ReserveSeq. A StaleTimer may call it
+// from its Stale to move itself to a later time (at, seq after its own).
+func (e *Engine) ScheduleTimerSeq(at time.Duration, seq uint64, t Timer) {
+	e.pushSeq(event{at: max(at, e.now), seq: seq, kind: timerKind(t), timer: t})
 }
 
 // ScheduleBackground fires t after delay as a background event: periodic

@@ -129,3 +129,82 @@ func (d *driver) freeTimerEvent(ev *vtimerEvent) {
 	*ev = vtimerEvent{}
 	d.freeEvents = append(d.freeEvents, ev)
 }
+
+// ackTimer is a connection's delayed-ACK timer (delack.go), armed and
+// stopped about twice per request on a kept-alive connection, always for
+// the same delay. It keeps one event in the engine's queue at a time:
+// stopping it leaves the event queued (counted stale, as a stopped
+// vtimer's), and arming it again while that event is queued only notes the
+// new time (no earlier than the queued one's: the delay is fixed), with
+// the sequence number an event scheduled then would have had
+// (Engine.ReserveSeq). When the queued event comes up it is discarded, or
+// moved to the time the timer is armed for now, in its place among that
+// instant's events, or it fires. So the timer fires when, and in the order
+// among other events, that a vtimer armed and stopped the same way would,
+// without leaving a stale event per arming in the queue (which every other
+// event paid for in heap depth).
+type ackTimer struct {
+	d     *driver
+	f     func()
+	delay time.Duration
+	// armed: to fire at due, in the place of sequence number seq.
+	armed bool
+	due   time.Duration
+	seq   uint64
+	// queued: an event of ours is in the engine's queue, at (qAt, qSeq).
+	queued bool
+	qAt    time.Duration
+	qSeq   uint64
+}
+
+var _ datapath.StaleTimer = (*ackTimer)(nil)
+
+// Arm arms the timer to fire after its delay (re-arms it if armed).
+func (t *ackTimer) Arm() {
+	t.Stop()
+	e := t.d.e
+	t.armed, t.due, t.seq = true, e.Now()+t.delay, e.ReserveSeq()
+	if t.queued {
+		// The queued event comes up first (at an earlier or the same
+		// time, with an earlier sequence number) and stands for this
+		// arming now.
+		t.d.staleQueued--
+		return
+	}
+	t.queued, t.qAt, t.qSeq = true, t.due, t.seq
+	e.ScheduleTimerSeq(t.due, t.seq, t)
+}
+
+// Stop disarms the timer; it reports whether it was armed.
+func (t *ackTimer) Stop() bool {
+	was := t.armed
+	if was {
+		t.armed = false
+		t.d.staleQueued++
+	}
+	return was
+}
+
+// Stale implements datapath.StaleTimer: the queued event is discarded
+// when the timer is not armed, or when it is armed for later (a new event
+// is queued for that time, in the place of the arming's sequence number).
+func (t *ackTimer) Stale() bool {
+	switch {
+	case !t.armed:
+		t.queued = false
+		t.d.staleQueued--
+		return true
+	case t.due != t.qAt || t.seq != t.qSeq:
+		t.qAt, t.qSeq = t.due, t.seq
+		t.d.e.ScheduleTimerSeq(t.due, t.seq, t)
+		return true
+	}
+	return false
+}
+
+// Fire implements datapath.Timer.
+func (t *ackTimer) Fire(*datapath.Walk) {
+	t.queued, t.armed = false, false
+	t.d.kick = true
+	t.f()
+}

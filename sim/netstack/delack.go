@@ -96,7 +96,7 @@ type ackState struct {
 	held   *datapath.Packet
 	heldAt time.Duration
 	due    time.Duration // when the timer fires, while held
-	timer  *vtimer
+	timer  *ackTimer
 }
 
 func (st *ackState) quickMode() bool { return st.quick > 0 && !st.pingpong }
@@ -224,11 +224,11 @@ func (s *Stack) ackOutput(p *datapath.Packet) bool {
 			}
 			st.held, st.heldAt = p, now
 			if st.timer == nil {
-				st.timer = &vtimer{d: s.d, f: st.fire}
+				st.timer = &ackTimer{d: s.d, f: st.fire, delay: ackTimeoutMin}
 			}
 			if !st.timer.armed {
 				st.due = now + ackTimeoutMin
-				st.timer.Reset(ackTimeoutMin)
+				st.timer.Arm()
 			}
 			return false
 		}

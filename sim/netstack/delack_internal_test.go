@@ -54,3 +54,57 @@ func TestAckStateForgotten(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Len(t, client.acks, 1)
 }
+
+// TestAckTimerOrder: a delayed-ACK timer re-armed while its stopped
+// event is still queued fires at the time it was armed for, in the place
+// among that instant's events an event scheduled when it was armed would
+// have had (after a timer scheduled for that instant before it, before one
+// scheduled after it), and nothing runs at the stopped event's time.
+func TestAckTimerOrder(t *testing.T) {
+	r, err := scenarios.NewReference(1)
+	require.NoError(t, err)
+	s, err := AttachPod(r.World, r.Client)
+	require.NoError(t, err)
+	d := s.d
+	start := r.World.Engine.Now()
+	var fired []string
+	at := func(name string) func() {
+		return func() { fired = append(fired, name+"@"+(d.e.Now()-start).String()) }
+	}
+	a := &ackTimer{d: d, f: at("ack"), delay: 40 * time.Millisecond}
+	d.lock()
+	a.Arm() // queued for 40ms
+	a.Stop()
+	(&vtimer{d: d, f: func() {
+		(&vtimer{d: d, f: at("before")}).Reset(40 * time.Millisecond)
+		a.Arm() // for 50ms: the event queued for 40ms stands for it
+		(&vtimer{d: d, f: at("after")}).Reset(40 * time.Millisecond)
+	}}).Reset(10 * time.Millisecond)
+	d.unlock()
+	require.NoError(t, r.World.Advance(100*time.Millisecond))
+	require.Equal(t, []string{"before@50ms", "ack@50ms", "after@50ms"}, fired)
+
+	// Stopped for good, it runs nothing and leaves nothing queued.
+	fired = nil
+	d.lock()
+	stale := d.staleQueued
+	a.Arm()
+	a.Stop()
+	d.unlock()
+	require.NoError(t, r.World.Advance(100*time.Millisecond))
+	require.Empty(t, fired)
+	require.False(t, a.queued)
+	require.Equal(t, stale, d.staleQueued)
+}
+
+// TestAckTimerQueue: the delayed-ACK timers of a kept-alive connection,
+// armed and stopped twice per GET, keep one event each in the engine's
+// queue, not one per arming until its time comes.
+func TestAckTimerQueue(t *testing.T) {
+	r, _, _, c := crossNodeGET(t)
+	before := r.World.Engine.Pending()
+	for range 200 {
+		get(t, c)
+	}
+	require.LessOrEqual(t, r.World.Engine.Pending(), before+2)
+}
