@@ -43,3 +43,8 @@ func (ns *Netns) StateDigest() string {
 	fmt.Fprintf(&b, "arp next %d entries %d\n", ns.arp.nextPeriodic, ns.arp.gcEntries)
 	return b.String()
 }
+
+// SetCheckLinks makes every linked replay of an entry handing its own
+// frame on check the frame against the linked entry's key too, and panic
+// where the two disagree (TestFastPathEquivalence).
+func SetCheckLinks(on bool) { checkLinks = on }

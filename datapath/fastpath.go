@@ -810,6 +810,32 @@ func (e *fastEntry) matches(w *Walk, p *Packet) bool {
 		(h4&m[4]^k[4])|(h5&m[5]^k[5])|(h6&m[6]^k[6])|(h7&m[7]^k[7]) == 0 && e.meta.same(p) && e.holds(w, h2, h3)
 }
 
+// checkLinks makes linkHolds also ask matches, and panic where they
+// disagree (tests).
+var checkLinks bool
+
+// linkHolds is matches for l, the entry linked to by an entry whose
+// replay hands its own frame p on (ftRx, no delay) and which that frame
+// matched when the link was made: the replays since start from frames
+// matching the same key, apply the same effects (each a function of
+// the key and of what the checks hold: rewrites from the same
+// connection, the same addresses, TTL decrement, template or
+// encapsulation from the key's inner headers) and restore the same
+// metadata, so p matches l's key, metadata, offset and length by
+// construction. The generation and l's own checks remain.
+func (l *fastEntry) linkHolds(w *Walk, p *Packet) bool {
+	head := p.head
+	if l.gen != w.e.cfgGen || head+8*fastHdrWords > len(p.buf) {
+		return false
+	}
+	b := (*[8 * fastHdrWords]byte)(p.buf[head:])
+	ok := l.holds(w, binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:]))
+	if checkLinks && ok && !l.matches(w, p) {
+		panic("datapath: a linked entry holds but does not match the frame handed on")
+	}
+	return ok
+}
+
 // fastRun applies e's effects to p, which matched e's key, e's checks
 // holding, and hands p over (or delivers it). When that hands a frame on
 // to a device as the next event (Engine.handOn: the frame itself, or the
@@ -858,7 +884,7 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 		case e.term.x == 0 && eng.inl > 0 && eng.next.kind == 0 && eng.nothingDue():
 			// The hand-over is the next event: what handOn and runNext
 			// do, without them when the link holds.
-			if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == e.term.dev && l.matches(w, p) {
+			if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == e.term.dev && l.linkHolds(w, p) {
 				eng.seq++
 				eng.inl--
 				eng.inlined++
@@ -888,7 +914,12 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 			e = l
 			continue
 		}
-		eng.nextFrom = e
+		if e.term.kind == ftDeliver {
+			// Only a delivery hands on a frame here (decapsulated);
+			// an entry handing on its own frame links above alone,
+			// which linkHolds relies on.
+			eng.nextFrom = e
+		}
 		return
 	}
 }

@@ -172,6 +172,8 @@ func sendUDP(from *datapath.Netns, src, dst netip.Addr, sport, dport uint16, n i
 // added and removed mid-flow, an endpoint deleted mid-stream, and traced
 // packets among the fast ones.
 func TestFastPathEquivalence(t *testing.T) {
+	datapath.SetCheckLinks(true)
+	defer datapath.SetCheckLinks(false)
 	slow, fast := newFastWorld(t, false), newFastWorld(t, true)
 	worlds := []*fastWorld{slow, fast}
 	dial := func(key string, from func(*fastWorld) (*datapath.Netns, netip.Addr), dst func(*fastWorld) netip.Addr, sport, dport uint16) fastStep {
