@@ -192,51 +192,60 @@ func CompileSharedLike(table string, prev, like *Shared, input string) (*Shared,
 			return v, nil
 		}
 	}
-	lines, deleted, simple := chainLines(input)
+	lines, deleted, declared, simple := chainLines(input)
 	if like != nil && (like.table != table || !simple || like.lines == nil) {
 		like = nil
 	}
-	s, err := compileShared(table, prev, like, input, lines, deleted, simple)
+	s, err := compileShared(table, prev, like, input, lines, deleted, declared, simple)
 	if err != nil && (like != nil || prev != nil) {
 		// The exact error (its line) comes from the whole input, the
 		// previous chains copied.
-		return compileShared(table, prev, nil, input, lines, deleted, simple)
+		return compileShared(table, prev, nil, input, lines, deleted, declared, simple)
 	}
 	return s, err
 }
 
 // chainLines groups the "-A CHAIN ..." lines of input by chain, in order,
-// lists the chains it deletes ("-X CHAIN"), and reports whether input
-// holds nothing else than a table, chain declarations without counters,
-// such rules and deletions and COMMIT (what kube-proxy writes), so that a
-// chain's lines say all about it.
-func chainLines(input string) (map[string][]string, map[string]bool, bool) {
-	out := map[string][]string{}
-	var deleted map[string]bool
+// lists the chains it deletes ("-X CHAIN") and those it declares
+// (":CHAIN ..."), and reports whether input holds nothing else than a
+// table, chain declarations without counters, such rules and deletions
+// and COMMIT (what kube-proxy writes), so that a chain's lines say all
+// about it. Past a line that is not so, only the declarations are
+// collected. One pass over the input.
+func chainLines(input string) (lines map[string][]string, deleted, declared map[string]bool, simple bool) {
+	lines, declared, simple = map[string][]string{}, map[string]bool{}, true
 	for line := range strings.SplitSeq(input, "\n") {
+		if len(line) > 1 && line[0] == ':' {
+			name, _, _ := strings.Cut(line[1:], " ")
+			declared[name] = true
+		}
+		if !simple {
+			continue
+		}
 		switch {
 		case line == "" || line == "COMMIT" || line[0] == '*':
 		case line[0] == ':':
 			if !strings.HasSuffix(line, " - [0:0]") {
-				return out, deleted, false
+				simple = false
 			}
 		case strings.HasPrefix(line, "-A "):
 			name, _, _ := strings.Cut(line[3:], " ")
-			out[name] = append(out[name], line)
+			lines[name] = append(lines[name], line)
 		case strings.HasPrefix(line, "-X "):
 			name := line[3:]
-			if name == "" || strings.ContainsAny(name, " \t") || out[name] != nil {
-				return out, deleted, false
+			if name == "" || strings.ContainsAny(name, " \t") || lines[name] != nil {
+				simple = false
+				continue
 			}
 			if deleted == nil {
 				deleted = map[string]bool{}
 			}
 			deleted[name] = true
 		default:
-			return out, deleted, false
+			simple = false
 		}
 	}
-	return out, deleted, true
+	return lines, deleted, declared, simple
 }
 
 // reusable returns, by name, the chains of prev and like that the ruleset
@@ -318,7 +327,7 @@ func sameAs(table string, prev, like *Shared, input string, declared map[string]
 		lines: prev.lines, refs: prev.refs, reused: len(declared), lineage: prev.lineage}
 }
 
-func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, deleted map[string]bool, simple bool) (*Shared, error) {
+func compileShared(table string, prev, like *Shared, input string, lines map[string][]string, deleted, declared map[string]bool, simple bool) (*Shared, error) {
 	if prev != nil && prev.table != table {
 		return nil, errorf("shared ruleset for table %s used as the previous one of %s", prev.table, table)
 	}
@@ -328,13 +337,6 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 		return nil, ErrNotShareable
 	}
 	nf.tables[table] = t
-	declared := map[string]bool{}
-	for line := range strings.SplitSeq(input, "\n") {
-		if len(line) > 1 && line[0] == ':' {
-			name, _, _ := strings.Cut(line[1:], " ")
-			declared[name] = true
-		}
-	}
 	sharedIDs++
 	s := &Shared{table: table, id: sharedIDs, input: input, declared: declared}
 	if prev != nil {
@@ -813,19 +815,28 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 		return nil
 	}
 	affected := map[string]bool{}
+	// hit holds prev's chains affected: a rule of prev jumps to prev's
+	// chain of the name it names, so a jump's target is tested without
+	// reading the chain (thousands of KUBE-SERVICES' rules jump to as
+	// many chains).
+	hit := map[*Chain]bool{}
 	isChanged := map[string]bool{}
 	var changed []string
 	for name := range declared {
 		if deleted[name] {
-			if prev.chains[name] == nil {
+			pc := prev.chains[name]
+			if pc == nil {
 				return nil // restore's error
 			}
-			affected[name] = true
+			affected[name], hit[pc] = true, true
 			continue
 		}
 		if pc := prev.chains[name]; pc == nil || !slices.Equal(prev.lines[name], lines[name]) {
 			changed = append(changed, name)
 			affected[name], isChanged[name] = true, true
+			if pc != nil {
+				hit[pc] = true
+			}
 		}
 	}
 	for name := range lines {
@@ -856,10 +867,10 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 				continue
 			}
 			for _, r := range pc.rules {
-				if tc := r.target.chain; tc != nil && affected[tc.Name] {
+				if tc := r.target.chain; tc != nil && hit[tc] {
 					fromDeclared[tc.Name]++
 					if !affected[name] {
-						affected[name], grew = true, true
+						affected[name], hit[pc], grew = true, true, true
 					}
 				}
 			}
@@ -871,7 +882,7 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	for _, name := range changed {
 		if pc := prev.chains[name]; pc != nil {
 			for _, r := range pc.rules {
-				if tc := r.target.chain; tc != nil && affected[tc.Name] {
+				if tc := r.target.chain; tc != nil && hit[tc] {
 					fromDeclared[tc.Name]++
 				}
 			}
@@ -961,7 +972,7 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 			n.chain = c
 			// A jump to a chain not affected keeps its target, prev's
 			// chain of that name.
-			if tc := r.target.chain; tc != nil && affected[tc.Name] {
+			if tc := r.target.chain; tc != nil && hit[tc] {
 				if n.target.chain = resolve(tc.Name); n.target.chain == nil {
 					return nil // it jumps to a chain deleted: restore's error
 				}

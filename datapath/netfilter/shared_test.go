@@ -335,6 +335,9 @@ func TestPatchedSharedEqualsRestore(t *testing.T) {
 		{"a new endpoint chain", "*nat\n" + top(true) + ":KUBE-SVC-X - [0:0]\n:KUBE-SEP-3 - [0:0]\n" +
 			"-A KUBE-SVC-X -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-3\n-A KUBE-SVC-X -j KUBE-SEP-1\n" +
 			"-A KUBE-SEP-3 -p udp -j DNAT --to-destination 10.0.2.2:5002\nCOMMIT\n", false},
+		{"an endpoint's rules anew under a Service written the same: KUBE-SVC-X and KUBE-SERVICES copied", "*nat\n" + top(true) + ":KUBE-SVC-X - [0:0]\n:KUBE-SEP-1 - [0:0]\n" +
+			"-A KUBE-SVC-X -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-3\n-A KUBE-SVC-X -j KUBE-SEP-1\n" +
+			"-A KUBE-SEP-1 -p udp -j DNAT --to-destination 10.0.2.2:5002\nCOMMIT\n", false},
 		{"deleting a chain still jumped to", "*nat\n" + top(true) + ":KUBE-SEP-1 - [0:0]\n-X KUBE-SEP-1\nCOMMIT\n", true},
 		{"a Service gone: KUBE-SVC-Y deleted", "*nat\n" + top(false) + ":KUBE-SVC-Y - [0:0]\n-X KUBE-SVC-Y\nCOMMIT\n", false},
 	}
@@ -696,6 +699,13 @@ func checkBookkeeping(t *testing.T, s *Shared, step string) {
 	assert.Equal(t, refsOf(s), refs, "%s: jumps to each chain", step)
 	for name, c := range s.chains {
 		assert.NotNil(t, c.shared, "%s: %s marked", step, name)
+		// A jump goes to the ruleset's chain of the name it names (what
+		// patchShared's test of a jump's target by its chain relies on).
+		for _, r := range c.rules {
+			if tc := r.target.chain; tc != nil {
+				assert.Same(t, s.chains[tc.Name], tc, "%s: %s jumps to %s", step, name, tc.Name)
+			}
+		}
 		// The index runs are those buildIndex makes of the rules.
 		fresh := &Chain{Name: name}
 		for _, r := range c.rules {
