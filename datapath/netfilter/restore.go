@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kubewalk/kubewalk/datapath"
 )
@@ -566,9 +567,21 @@ func depthMsg(r *Rule) string {
 // (translate_table): no loops among chains, and every target used only
 // from hooks it supports. It computes each chain's hook mask.
 func (st *staged) validate() (*Rule, error) {
-	masks := map[*Chain]uint8{}
-	var reached []*Chain        // masks' chains, in the order first reached
-	state := map[*Chain]uint8{} // per hook: 1 visiting, 2 done
+	sc := validateScratch.Get().(*validation)
+	defer func() {
+		if len(sc.masks) > 256 {
+			return // a large table's: clearing it would cost the next small one
+		}
+		clear(sc.masks)
+		clear(sc.state)
+		clear(sc.reached)
+		sc.reached = sc.reached[:0]
+		validateScratch.Put(sc)
+	}()
+	masks := sc.masks
+	reached := sc.reached // masks' chains, in the order first reached
+	state := sc.state     // per hook: 1 visiting, 2 done
+	defer func() { sc.reached = reached }()
 	for h := datapath.Prerouting; h <= datapath.Postrouting; h++ {
 		b := st.t.builtins[h]
 		if b == nil {
@@ -630,6 +643,17 @@ func (st *staged) validate() (*Rule, error) {
 	}
 	return nil, nil
 }
+
+// validation is validate's working state, kept between commands (a
+// node's flannel and kube-proxy commands each validate their table).
+type validation struct {
+	masks, state map[*Chain]uint8
+	reached      []*Chain
+}
+
+var validateScratch = sync.Pool{New: func() any {
+	return &validation{masks: map[*Chain]uint8{}, state: map[*Chain]uint8{}}
+}}
 
 // misused reports whether a rule of the staged chains uses a target from
 // a hook it is not usable from (what validate reports, in no particular

@@ -1547,21 +1547,25 @@ func (s *Shared) goneSince(b *Shared) []string {
 		return g
 	}
 	var out []string
-	found := false
+	// Find b in the lineage first: nothing is collected from a lineage
+	// that does not reach it.
+	var end *delta
 	steps := 0
 	for l := s.lineage; l != nil && steps <= maxLineage; l, steps = l.parent, steps+1 {
 		if l.id == b.id {
-			found = true
+			end = l
 			break
 		}
-		for _, name := range l.changed {
-			if s.chains[name] == nil && b.chains[name] != nil {
-				out = append(out, name)
+	}
+	if end != nil {
+		for l := s.lineage; l != end; l = l.parent {
+			for _, name := range l.changed {
+				if s.chains[name] == nil && b.chains[name] != nil {
+					out = append(out, name)
+				}
 			}
 		}
-	}
-	if !found {
-		out = nil
+	} else {
 		for _, name := range b.names {
 			if s.chains[name] == nil {
 				out = append(out, name)

@@ -519,6 +519,24 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 		require.NoError(t, err, g)
 		checkBookkeeping(t, sets[g], fmt.Sprint("generation ", g))
 	}
+	// Gone from the lineage is the comparison of the chains, from any
+	// generation before (and the memo answers the same again).
+	// (From a later one, which is not in the lineage: compared.)
+	for i := range sets {
+		for j := range sets {
+			var want []string
+			for _, name := range sets[i].names {
+				if sets[j].chains[name] == nil {
+					want = append(want, name)
+				}
+			}
+			if i == j {
+				want = nil
+			}
+			assert.Equal(t, want, sets[j].Gone(sets[i]), "gone from %d to %d", i, j)
+			assert.Equal(t, want, sets[j].Gone(sets[i]), "gone from %d to %d, memoized", i, j)
+		}
+	}
 	type node struct {
 		name      string
 		syncs     func(g int) bool
