@@ -1214,8 +1214,11 @@ type loadPlan struct {
 	own, carried map[string]*Chain
 	reach        *ownReach
 	sw, del      map[string]bool
-	// same: own and reach are t's as they are, and no chain they jump to
-	// outside own is swapped or deleted: no jump changes target.
+	// old is how many of reach's jumps are those of t's reach (the own
+	// chains' before the load; the others, the carried chains', are
+	// resolved), -1 for a reach computed anew; same: no chain they jump
+	// to outside own is swapped or deleted, so none changes target.
+	old  int
 	same bool
 }
 
@@ -1381,7 +1384,10 @@ func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 			return ErrNotLoaded
 		}
 	}
-	p.reach = reach
+	p.reach, p.old = reach, -1
+	if reach == t.reach || inc {
+		p.old = len(t.reach.jumps)
+	}
 	if checkReach != nil {
 		checkReach(t, reach, inc, own, p.resolve)
 	}
@@ -1397,12 +1403,13 @@ func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 	if !reach.fitsSince(s, own, fitSw, from) {
 		return ErrNotLoaded
 	}
-	if reach == t.reach && sw != nil {
+	if p.old >= 0 && sw != nil {
 		// Every jump of the own chains goes to an own chain (none is
 		// deleted or named like one of s: a clash would have said) or
-		// to one of reach's targets.
+		// to one of t's reach's targets (none is carried: withCarried
+		// would have said).
 		p.same = true
-		for _, name := range reach.targets {
+		for _, name := range t.reach.targets {
 			if sw[name] || del[name] {
 				p.same = false
 				break
@@ -1431,10 +1438,14 @@ func (nf *Netfilter) commitLoad(p *loadPlan) {
 			views[nc] = &Chain{Name: nc.Name, rules: nc.rules, view: nc, ctr: v.ctr}
 		}
 	}
+	jumps := reach.jumps
+	if p.old >= 0 {
+		jumps = jumps[:p.old] // the carried chains' are resolved
+	}
 	if !p.same {
-		for i := range reach.jumps {
-			j := &reach.jumps[i]
-			if carried != nil && carried[j.in.Name] == j.in {
+		for i := range jumps {
+			j := &jumps[i]
+			if p.old < 0 && carried != nil && carried[j.in.Name] == j.in {
 				continue // its targets are resolved
 			}
 			if sw != nil && !sw[j.to.Name] && !del[j.to.Name] {
