@@ -106,6 +106,7 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 	// The Services changed by namespace and name (no key made per
 	// Service asked about).
 	var sinceKeys map[nsName]bool
+	var few []nsName // sinceKeys, when a few: compared, not hashed, for each of thousands of Services
 	if since != nil {
 		sinceKeys = make(map[nsName]bool, len(since))
 		for k, v := range since {
@@ -113,8 +114,24 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 				sinceKeys[nsName{ns, name}] = true
 			}
 		}
+		if len(sinceKeys) <= 8 {
+			few = slices.Collect(maps.Keys(sinceKeys))
+		}
 	}
-	changed := func(ns, name string) bool { return since == nil || sinceKeys[nsName{ns, name}] }
+	changed := func(ns, name string) bool {
+		if since == nil {
+			return true
+		}
+		if few != nil || len(sinceKeys) == 0 {
+			for _, k := range few {
+				if k.name == name && k.namespace == ns {
+					return true
+				}
+			}
+			return false
+		}
+		return sinceKeys[nsName{ns, name}]
+	}
 	if err := t.validate(&cfg, snap, changed); err != nil {
 		t.ok = false
 		return nil, err
