@@ -263,6 +263,9 @@ type Netfilter struct {
 	// edits counts the restores and commands that changed a table
 	// (Edits).
 	edits uint64
+	// filterT and natT are tables[Filter] and tables[NAT], which
+	// kube-proxy's syncs of thousands of nodes look up (no map probe).
+	filterT, natT *Table
 }
 
 // checkedRule is what parsing one Check's arguments gave: the rule's
@@ -345,6 +348,12 @@ func Install(ns *datapath.Netns, ct *conntrack.Table) *Netfilter {
 			ns.AddHookStage(h, "iptables/"+d.name, hookPriority(d.name, h), s)
 		}
 		nf.tables[d.name] = t
+		switch d.name {
+		case Filter:
+			nf.filterT = t
+		case NAT:
+			nf.natT = t
+		}
 		nf.syncPassive(t)
 	}
 	return nf
@@ -377,7 +386,15 @@ func (nf *Netfilter) Netns() *datapath.Netns { return nf.ns }
 func (nf *Netfilter) Conntrack() *conntrack.Table { return nf.ct }
 
 // Table returns the table named name (raw, mangle, nat, filter) or nil.
-func (nf *Netfilter) Table(name string) *Table { return nf.tables[name] }
+func (nf *Netfilter) Table(name string) *Table {
+	switch {
+	case name == NAT && nf.natT != nil:
+		return nf.natT
+	case name == Filter && nf.filterT != nil:
+		return nf.filterT
+	}
+	return nf.tables[name]
+}
 
 // verdict of a chain traversal.
 type verdict uint8

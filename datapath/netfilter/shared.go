@@ -1248,7 +1248,7 @@ func (p *loadPlan) resolve(c *Chain) *Chain {
 // planLoad checks loading s with d (LoadShared) and fills p with what
 // makes it so.
 func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
-	t := nf.tables[s.table]
+	t := nf.Table(s.table)
 	if t == nil || s.loops {
 		return ErrNotLoaded
 	}
