@@ -51,6 +51,11 @@ type Tracker struct {
 	// redescribed counts the Rules made from the last ones with ports
 	// described anew (for tests).
 	redescribed int
+	// seen is validate's duplicate check: the Services of the snapshot
+	// validated last are those with stamp seenAt (the map is kept from
+	// one sync to the next, not made anew for ten thousand Services).
+	seen   map[nsName]uint64
+	seenAt uint64
 }
 
 // GenerateWriting is Generate writing the per-Service chains of the
@@ -225,7 +230,11 @@ func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name str
 	if err := validateConfig(cfg); err != nil {
 		return err
 	}
-	seen := make(map[nsName]bool, len(snap.Services))
+	if t.seen == nil || len(t.seen) > 2*len(snap.Services)+64 {
+		t.seen = make(map[nsName]uint64, len(snap.Services)) // (Services deleted are let go)
+	}
+	t.seenAt++
+	seen, at := t.seen, t.seenAt
 	for i := range snap.Services {
 		s := &snap.Services[i]
 		if changed(s.Namespace, s.Name) {
@@ -234,10 +243,10 @@ func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name str
 			}
 		}
 		k := nsName{s.Namespace, s.Name}
-		if seen[k] {
+		if seen[k] == at {
 			return &ValidationError{Kind: "Service", Object: s.Namespace + "/" + s.Name, Field: "metadata.name", Value: s.Name, Reason: "Duplicate value: a Service with this name already exists in the snapshot"}
 		}
-		seen[k] = true
+		seen[k] = at
 	}
 	for i := range snap.EndpointSlices {
 		es := &snap.EndpointSlices[i]
