@@ -1129,6 +1129,16 @@ func (t *Table) OwnChainNames() []string { return t.OwnChainNamesWhere(nil) }
 // says yes to: only those are collected and sorted.
 func (t *Table) OwnChainNamesWhere(keep func(name string) bool) []string {
 	var out []string
+	if r := t.reach; r != nil && len(r.chains) == len(t.chains) {
+		// The memoized checks' list of them (no chain read).
+		for _, c := range r.chains {
+			if !c.builtin && (keep == nil || keep(c.name)) {
+				out = append(out, c.name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
 	for name, c := range t.chains {
 		if !c.Builtin && (keep == nil || keep(name)) {
 			out = append(out, name)

@@ -700,6 +700,15 @@ func TestLoadSharedSwappedChecksAreTheFullOnes(t *testing.T) {
 			}
 		}
 		assert.True(t, tb.reach.fitsSince(tb.base, tb.chains, nil, 0))
+		// The own chains listed from the memoized reach are the table's.
+		var own []string
+		for name, c := range tb.chains {
+			if !c.Builtin {
+				own = append(own, name)
+			}
+		}
+		slices.Sort(own)
+		assert.Equal(t, own, tb.OwnChainNames())
 	}
 	defer func() { checkCommitted = nil }()
 	TestLoadSharedEqualsRestore(t)
