@@ -930,20 +930,41 @@ func (c *Cluster) patchCanon(cn, prev *proxyCanon, cfg kubeproxy.Config) bool {
 		stale = rules.StaleChains(base[1].ChainNames())
 	}
 	for i, t := range proxyTables {
-		input := rules.RestoreInputTableDeleting(t, stale)
-		s, err := netfilter.CompileSharedLike(t, base[i], base[i], input)
+		in := chainInput(rules, t, stale)
+		s, err := compileOnto(t, base[i], in)
 		if err != nil {
 			return false
 		}
 		cn.sets[i] = s
 		if other[i] != nil {
-			if cn.full[i], err = netfilter.CompileSharedLike(t, other[i], other[i], input); err != nil {
+			if cn.full[i], err = compileOnto(t, other[i], in); err != nil {
 				return false
 			}
 		}
 	}
 	cn.rules, cn.prevGen = rules, prev.gen
 	return true
+}
+
+// chainInput is rules' restore input for table t, deleting the chains
+// stale, by its chains (its text made only when asked for); Lines nil
+// when the chains do not say all of it (compileOnto then compiles the
+// text).
+func chainInput(rules *kubeproxy.Rules, t string, stale []string) netfilter.ChainLines {
+	in := netfilter.ChainLines{Text: func() string { return rules.RestoreInputTableDeleting(t, stale) }}
+	if lines, declared, deleted, ok := rules.ChainLinesTable(t, stale); ok {
+		in.Lines, in.Declared, in.Deleted = lines, declared, deleted
+	}
+	return in
+}
+
+// compileOnto compiles in onto prev's rulesets (netfilter.CompileSharedLike
+// with prev as like), from its chains when it has them.
+func compileOnto(t string, prev *netfilter.Shared, in netfilter.ChainLines) (*netfilter.Shared, error) {
+	if in.Lines == nil {
+		return netfilter.CompileSharedLike(t, prev, prev, in.Text())
+	}
+	return netfilter.CompileSharedLines(t, prev, prev, in)
 }
 
 // nodesOnPartialLineage reports whether some node's last sync loaded the
@@ -993,7 +1014,7 @@ func (c *Cluster) fullSets(cn *proxyCanon, cfg kubeproxy.Config) *[2]*netfilter.
 		}
 		var full [2]*netfilter.Shared
 		for i, t := range proxyTables {
-			if full[i], err = netfilter.CompileSharedLike(t, cn.sets[i], cn.sets[i], rules.RestoreInputTable(t)); err != nil {
+			if full[i], err = compileOnto(t, cn.sets[i], chainInput(rules, t, nil)); err != nil {
 				return nil
 			}
 		}

@@ -32,7 +32,10 @@ type Shared struct {
 	// id identifies the ruleset; prev is the id of the one it follows (0
 	// for none): holding ids, not pointers, lets old rulesets go.
 	id, prev uint64
-	input    string
+	// input is the text compiled (made by inputFn when first asked for,
+	// for a ruleset compiled from chain lines: CompileSharedLines).
+	input   string
+	inputFn func() string
 	// chains are the ruleset's chains by name (immutable once compiled).
 	chains map[string]*Chain
 	names  []string // sorted
@@ -78,7 +81,7 @@ type parsedInput struct {
 
 // parsedAs returns s's parsed input when it is input, else nil.
 func (s *Shared) parsedAs(input string) *parsedInput {
-	if s == nil || s.parsed == nil || s.input != input {
+	if s == nil || s.parsed == nil || s.text() != input {
 		return nil
 	}
 	return s.parsed
@@ -158,7 +161,68 @@ func (s *Shared) Input() string {
 	if s == nil {
 		return ""
 	}
+	return s.text()
+}
+
+// text is s's input, made when first asked for.
+func (s *Shared) text() string {
+	if s.inputFn != nil {
+		s.input, s.inputFn = s.inputFn(), nil
+	}
 	return s.input
+}
+
+// ChainLines is an iptables-restore --noflush input for one table, as
+// kube-proxy writes it (a table, chain declarations without counters,
+// "-A" rules, "-X" deletions, COMMIT), given by its chains rather than
+// its text: what CompileSharedLines compiles.
+type ChainLines struct {
+	// Lines are the "-A CHAIN ..." lines by chain, in input order;
+	// Declared the chains declared (":CHAIN - [0:0]"), Deleted those
+	// deleted ("-X CHAIN", after every rule of theirs).
+	Lines             map[string][]string
+	Declared, Deleted map[string]bool
+	// Text makes the input's text, for when it is needed: a chain
+	// compiled in full, an error naming its line, Input.
+	Text func() string
+}
+
+// ParseChainLines returns input by its chains, as CompileSharedLike
+// reads it; false when input holds more than kube-proxy writes (then only
+// its text says all of it).
+func ParseChainLines(input string) (ChainLines, bool) {
+	lines, deleted, declared, simple := chainLines(input)
+	return ChainLines{Lines: lines, Declared: declared, Deleted: deleted, Text: func() string { return input }}, simple
+}
+
+// CompileSharedLines is CompileSharedLike(table, prev, like, in.Text())
+// without the text when the ruleset can be patched from prev (like is
+// prev, and the chains in declares and writes anew are what differs):
+// the chains are taken from in as they are, not written out and split
+// again (kube-proxy's partial sync of an endpoint change writes ten
+// thousand KUBE-SERVICES lines). The result, errors included, is
+// CompileSharedLike's; the ruleset's Input is made when asked for.
+func CompileSharedLines(table string, prev, like *Shared, in ChainLines) (*Shared, error) {
+	if prev != nil && like == prev && prev.table == table && prev.lines != nil && !prev.loops {
+		// Numbered as compileShared numbers them (a ruleset for the
+		// text, then the one sameAs or patchShared makes).
+		sharedIDs++
+		if v := sameAs(table, prev, like, "", in.Declared, in.Lines, in.Deleted, true); v != nil {
+			sharedIDs++
+			v.id = sharedIDs
+			v.lineage = extendLineage(v.id, v.lineage, nil, nil)
+			v.parsed = &parsedInput{lines: in.Lines, deleted: in.Deleted, simple: true}
+			v.inputFn = in.Text
+			return v, nil
+		}
+		if v := patchShared(table, prev, "", in.Declared, in.Lines, in.Deleted); v != nil {
+			v.parsed = &parsedInput{lines: in.Lines, deleted: in.Deleted, simple: true}
+			v.inputFn = in.Text
+			return v, nil
+		}
+		sharedIDs-- // (compileShared numbers it again)
+	}
+	return CompileSharedLike(table, prev, like, in.Text())
 }
 
 // Table returns the name of the table the ruleset is for.
@@ -586,7 +650,7 @@ func (nf *Netfilter) RestoreShared(sets ...*Shared) error {
 		if t := nf.tables[s.table]; t != nil {
 			nf.detach(t)
 		}
-		input.WriteString(s.input)
+		input.WriteString(s.text())
 	}
 	return nf.Restore(input.String(), RestoreOptions{Noflush: true, Counters: true})
 }

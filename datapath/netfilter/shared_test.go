@@ -353,6 +353,35 @@ func TestPatchedSharedEqualsRestore(t *testing.T) {
 		before := prev.chains
 		wantErr := ref.nf.Restore(st.input, opts)
 		s, err := CompileSharedLike(NAT, prev, prev, st.input)
+		// The same from the input's chains, without its text unless it
+		// is needed.
+		in, ok := ParseChainLines(st.input)
+		require.True(t, ok, st.name)
+		texts := 0
+		in.Text = func() string { texts++; return st.input }
+		sl, lerr := CompileSharedLines(NAT, prev, prev, in)
+		assert.Equal(t, err, lerr, st.name)
+		if err == nil {
+			assert.Equal(t, s.patched, sl.patched, st.name)
+			if s.patched {
+				assert.Zero(t, texts, "%s: no text made", st.name)
+			}
+			assert.Equal(t, s.names, sl.names, st.name)
+			assert.Equal(t, s.lines, sl.lines, st.name)
+			assert.Equal(t, s.refs, sl.refs, st.name)
+			assert.Equal(t, s.declared, sl.declared, st.name)
+			for name, c := range s.chains {
+				var a, b []string
+				for _, r := range c.rules {
+					a = append(a, r.text)
+				}
+				for _, r := range sl.chains[name].rules {
+					b = append(b, r.text)
+				}
+				assert.Equal(t, a, b, "%s: %s", st.name, name)
+			}
+			assert.Equal(t, st.input, sl.Input(), st.name)
+		}
 		if st.err {
 			require.Error(t, wantErr, st.name)
 			assert.Equal(t, wantErr, err, st.name)

@@ -675,6 +675,25 @@ func (r *Rules) RestoreInputTableDeleting(table string, stale []string) string {
 	return r.RestoreInputTable(table)
 }
 
+// ChainLinesTable is RestoreInputTableDeleting(table, stale) by its
+// chains rather than its text: the "-A" lines of each chain, in order,
+// the chains declared and those deleted (nil when none), as
+// netfilter.ChainLines takes them; false for a table other than filter
+// and nat, or an input whose chains do not say all of it (a chain
+// deleted after rules of its own).
+func (r *Rules) ChainLinesTable(name string, stale []string) (lines map[string][]string, declared, deleted map[string]bool, ok bool) {
+	var t *table
+	switch name {
+	case "filter":
+		t, stale = r.filter, nil
+	case "nat":
+		t = r.nat
+	default:
+		return nil, nil, nil, false
+	}
+	return t.chainLines(stale)
+}
+
 // RestoreInputTable returns the part of RestoreInput for one table
 // ("filter" or "nat"), or "" for another.
 func (r *Rules) RestoreInputTable(table string) string {

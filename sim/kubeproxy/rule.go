@@ -334,6 +334,40 @@ func (t *table) restoreDeleting(stale []string) string {
 	return b.String()
 }
 
+// chainLines is restoreDeleting(stale) by its chains (ChainLinesTable).
+func (t *table) chainLines(stale []string) (lines map[string][]string, declared, deleted map[string]bool, ok bool) {
+	declared = make(map[string]bool, len(t.chains)+len(stale))
+	for _, c := range t.chains {
+		declared[c] = true
+	}
+	for _, c := range stale {
+		declared[c] = true
+	}
+	lines = make(map[string][]string, len(t.chains))
+	tail := min(t.tail, len(t.rules))
+	if len(stale) == 0 {
+		tail = len(t.rules)
+	}
+	for i := range t.rules[:tail] {
+		r := &t.rules[i]
+		lines[r.chain] = append(lines[r.chain], r.restoreLine())
+	}
+	if len(stale) > 0 {
+		deleted = make(map[string]bool, len(stale))
+		for _, c := range stale {
+			if lines[c] != nil || c == "" {
+				return nil, nil, nil, false // -X after its rules
+			}
+			deleted[c] = true
+		}
+	}
+	for i := tail; i < len(t.rules); i++ {
+		r := &t.rules[i]
+		lines[r.chain] = append(lines[r.chain], r.restoreLine())
+	}
+	return lines, declared, deleted, true
+}
+
 // jumpRule is one rule kube-proxy ensures with `iptables -t T -I CHAIN ...`
 // in a built-in chain, outside iptables-restore.
 type jumpRule struct {

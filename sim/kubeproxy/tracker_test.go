@@ -268,7 +268,7 @@ func TestTrackerWritingEqualsGenerate(t *testing.T) {
 			tr := &Tracker{AnyNode: true}
 			want := sc.cfg
 			want.NodeName, want.NodeIPs = "", nil
-			var last *Rules
+			var last, lastExp *Rules
 			var prev Snapshot
 			for i, st := range steps {
 				var since map[string]bool
@@ -295,6 +295,8 @@ func TestTrackerWritingEqualsGenerate(t *testing.T) {
 				}
 				require.Equal(t, exp.RestoreInput(), got.RestoreInput(), "step %d", i)
 				assert.Equal(t, exp, got, "step %d", i)
+				checkChainLines(t, exp, lastExp, fmt.Sprint("step ", i)) // (exp: StaleChains fills in what it finds)
+				lastExp = exp
 				if got == last {
 					hits++
 				}
