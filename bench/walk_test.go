@@ -145,17 +145,11 @@ func BenchmarkCrossNodePodToPodUDPFrame(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ip, err := packet.UDP(packet.IP{Src: r.Client.IP, Dst: r.Web2.IP}, 40000, 9000, make([]byte, 64))
+	frame, err := r.ClientFrameToWeb2(9000)
 	if err != nil {
 		b.Fatal(err)
 	}
 	eth0 := r.Client.Netns.Device("eth0")
-	frame := make([]byte, 14+len(ip))
-	dst, src := r.W1.Host.Device("cni0").MAC(), eth0.MAC()
-	copy(frame[0:6], dst[:])
-	copy(frame[6:12], src[:])
-	frame[12], frame[13] = 0x08, 0x00
-	copy(frame[14:], ip)
 	e := r.World.Engine
 	for range 2 {
 		if err := eth0.Transmit(frame, nil); err != nil {

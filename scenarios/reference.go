@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubewalk/kubewalk/sim"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
+	"github.com/kubewalk/kubewalk/sim/packet"
 )
 
 // Reference is the three-node kubeadm + flannel cluster of the teaching
@@ -32,6 +33,25 @@ const WebNodePort = 30080
 
 // UnderlaySegment is the name of the node network segment.
 const UnderlaySegment = "192.168.122.0/24"
+
+// ClientFrameToWeb2 is a UDP datagram from net/client's port 40000 to
+// net/web-2's dport with 64 zero bytes, as the Ethernet frame the client's
+// eth0 sends for it: to cka-w1's cni0, the pod's gateway, whose MAC the
+// client's ARP resolves. It is the packet of the kernel side-by-side
+// (sim/export) and of BenchmarkCrossNodePodToPodUDPFrame.
+func (r *Reference) ClientFrameToWeb2(dport uint16) ([]byte, error) {
+	ip, err := packet.UDP(packet.IP{Src: r.Client.IP, Dst: r.Web2.IP}, 40000, dport, make([]byte, 64))
+	if err != nil {
+		return nil, err
+	}
+	frame := make([]byte, 14+len(ip))
+	dst, src := r.W1.Host.Device("cni0").MAC(), r.Client.Netns.Device("eth0").MAC()
+	copy(frame[0:6], dst[:])
+	copy(frame[6:12], src[:])
+	frame[12], frame[13] = 0x08, 0x00 // EtherType IPv4
+	copy(frame[14:], ip)
+	return frame, nil
+}
 
 func mp(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func ma(s string) netip.Addr   { return netip.MustParseAddr(s) }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kubewalk/kubewalk/scenarios"
-	"github.com/kubewalk/kubewalk/sim/packet"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,17 +37,11 @@ func TestKernelSideBySide(t *testing.T) {
 	clientNS, _ := exp.Netns("cka-w1", "net/client")
 	webNS, _ := exp.Netns("cka-w2", "net/web-2")
 
-	ip, err := packet.UDP(packet.IP{Src: r.Client.IP, Dst: r.Web2.IP}, 40000, port, make([]byte, 64))
+	frame, err := r.ClientFrameToWeb2(port)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eth0 := r.Client.Netns.Device("eth0")
-	frame := make([]byte, 14+len(ip))
-	dst, src := r.W1.Host.Device("cni0").MAC(), eth0.MAC()
-	copy(frame[0:6], dst[:])
-	copy(frame[6:12], src[:])
-	frame[12], frame[13] = 0x08, 0x00
-	copy(frame[14:], ip)
 
 	// The kernel: a UDP socket in web-2, an AF_PACKET socket on client eth0.
 	var rx int
