@@ -26,6 +26,7 @@ type fastWorld struct {
 	delivered []string
 	conns     map[string]*datapath.TCPConn
 	savedMAC  datapath.MAC
+	fast      bool // the fast path is on
 }
 
 // logOwner logs every frame the namespace delivers, then lets the minimal
@@ -73,7 +74,7 @@ func newFastWorld(t *testing.T, fast bool) *fastWorld {
 	r, err := scenarios.NewReference(7)
 	require.NoError(t, err)
 	r.World.SetFastPath(fast)
-	w := &fastWorld{r: r, conns: map[string]*datapath.TCPConn{}}
+	w := &fastWorld{r: r, conns: map[string]*datapath.TCPConn{}, fast: fast}
 	for _, ns := range w.netnses() {
 		if ns.SocketOwner() == nil {
 			ns.SetSocketOwner(logOwner{ns, &w.delivered})
@@ -342,16 +343,22 @@ func TestFastPathEquivalence(t *testing.T) {
 	// A kube-proxy-style load of the filter table (LoadShared): its
 	// built-in chains stay as they were, so nothing but the ruleset
 	// generation tells the fast path the walk changed.
+	// KUBE-FORWARD's rules as kube-proxy wrote them, per world, taken at
+	// the first load (a later load's rules include what it added).
+	kubeForward := map[*fastWorld]string{}
 	load := func(name, extra string) fastStep {
 		return change(name, func(t *testing.T, w *fastWorld) {
 			nf := w.r.W1.Netfilter
-			text := "*filter\n:KUBE-FORWARD - [0:0]\n" + extra
-			for _, l := range strings.Split(nf.Save(netfilter.SaveOptions{Tables: []string{"filter"}}), "\n") {
-				if strings.HasPrefix(l, "-A KUBE-FORWARD ") {
-					text += l + "\n"
+			rules, ok := kubeForward[w]
+			if !ok {
+				for _, l := range strings.Split(nf.Save(netfilter.SaveOptions{Tables: []string{"filter"}}), "\n") {
+					if strings.HasPrefix(l, "-A KUBE-FORWARD ") {
+						rules += l + "\n"
+					}
 				}
+				kubeForward[w] = rules
 			}
-			s, err := netfilter.CompileShared("filter", nil, text+"COMMIT\n")
+			s, err := netfilter.CompileShared("filter", nil, "*filter\n:KUBE-FORWARD - [0:0]\n"+extra+rules+"COMMIT\n")
 			require.NoError(t, err)
 			require.NoError(t, nf.LoadShared(netfilter.Load{Set: s, Declared: &netfilter.Declared{All: true}}))
 		})
@@ -363,6 +370,16 @@ func TestFastPathEquivalence(t *testing.T) {
 		udpX, udpS,
 		load("filter loaded without it", ""),
 		udpX, udpS,
+		// The flow is forwarded again, and replayed on both nodes: the
+		// steps below test the fast path, not two worlds dropping alike.
+		change("udp cross node replayed at cka-w1 and cka-w2", func(t *testing.T, w *fastWorld) {
+			h1, h2 := w.r.W1.Host.FastHits(), w.r.W2.Host.FastHits()
+			udpX.do(t, w)
+			if w.fast {
+				require.Greater(t, w.r.W1.Host.FastHits(), h1, "replays on cka-w1")
+				require.Greater(t, w.r.W2.Host.FastHits(), h2, "replays on cka-w2")
+			}
+		}),
 		change("ip_forward off on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = false }),
 		udpX,
 		change("ip_forward on on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = true }),
