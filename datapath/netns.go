@@ -326,7 +326,6 @@ func (ns *Netns) AddRoute(s RouteSpec) error { return ns.addRoute(s, false) }
 func (ns *Netns) ReplaceRoute(s RouteSpec) error { return ns.addRoute(s, true) }
 
 func (ns *Netns) addRoute(s RouteSpec, replace bool) error {
-	obj := s.Dst.String()
 	if s.Type != route.Unicast {
 		r := route.Route{Dst: s.Dst, Metric: s.Metric, Type: s.Type, Proto: cmp.Or(s.Proto, route.ProtoBoot)}
 		if replace {
@@ -337,21 +336,21 @@ func (ns *Netns) addRoute(s RouteSpec, replace bool) error {
 	var d *Device
 	if s.Dev != "" {
 		if d = ns.byName[s.Dev]; d == nil {
-			return &ConfigError{Op: "add route", Object: obj, Reason: "Cannot find device \"" + s.Dev + "\""}
+			return &ConfigError{Op: "add route", Object: s.Dst.String(), Reason: "Cannot find device \"" + s.Dev + "\""}
 		}
 	}
 	if s.Via.IsValid() && !s.OnLink {
 		gw := s.Via.As4()
 		r, ok := ns.Routes.Lookup(gw)
 		if !ok || r.Gw.IsValid() || (d != nil && r.Dev != d.Index) {
-			return &ConfigError{Op: "add route", Object: obj, Reason: "Error: Nexthop has invalid gateway."}
+			return &ConfigError{Op: "add route", Object: s.Dst.String(), Reason: "Error: Nexthop has invalid gateway."}
 		}
 		if d == nil {
 			d = ns.devByIndex(r.Dev)
 		}
 	}
 	if d == nil {
-		return &ConfigError{Op: "add route", Object: obj, Reason: "no device and no gateway"}
+		return &ConfigError{Op: "add route", Object: s.Dst.String(), Reason: "no device and no gateway"}
 	}
 	r := route.Route{Dst: s.Dst, Gw: s.Via, Dev: d.Index, DevName: d.Name, OnLink: s.OnLink,
 		Metric: s.Metric, Proto: cmp.Or(s.Proto, route.ProtoBoot), Src: s.Src}
