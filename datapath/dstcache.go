@@ -21,18 +21,23 @@ const (
 )
 
 type dstSlot struct {
-	dst uint32 // the address, as binary.LittleEndian.Uint32 reads it
-	// agen and rgen are the generations plus one at which local, bcast
-	// and r, rok were taken; zero means not taken.
-	agen, rgen   uint64
+	dst          uint32 // the address, as binary.LittleEndian.Uint32 reads it
 	local, bcast bool
 	rok          bool
-	r            *route.Route
+	// agen and rgen are the generations plus one at which local, bcast
+	// and r, rok were taken; zero means not taken.
+	agen, rgen uint64
+	r          *route.Route
 }
 
 func (ns *Netns) dstSlot(dst [4]byte) *dstSlot {
 	a := binary.LittleEndian.Uint32(dst[:])
-	s := &ns.dsts[(a*0x9e3779b1)>>(32-dstBits)]
+	d := ns.dsts
+	if d == nil {
+		d = new([dstSlots]dstSlot)
+		ns.dsts = d
+	}
+	s := &d[(a*0x9e3779b1)>>(32-dstBits)]
 	if s.dst != a {
 		*s = dstSlot{dst: a}
 	}

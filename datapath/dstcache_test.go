@@ -3,6 +3,7 @@ package datapath
 import (
 	"net/netip"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -119,4 +120,27 @@ func TestDeviceIndexAndVXLANPortFollowDeletes(t *testing.T) {
 	require.NoError(t, err, "the port is free again")
 	assert.Same(t, vx2.VXLAN(), ns.vxlanFor(8472))
 	assert.Greater(t, vx2.Index, vx.Index, "ifindexes are not reused")
+}
+
+// TestDestinationCacheMadeOnFirstLookup: a namespace that never looks a
+// destination up (most pod namespaces of a large cluster) holds no cache,
+// and the namespace struct stays within 768 bytes (it was 1,400 with the
+// cache inline); the first packet makes it, and it answers as the tables.
+func TestDestinationCacheMadeOnFirstLookup(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(Netns{}), uintptr(768))
+	assert.Equal(t, uintptr(32), unsafe.Sizeof(dstSlot{}))
+	tp := newTopo(t)
+	fresh := tp.e.NewNetns("n", "fresh")
+	assert.Nil(t, fresh.dsts)
+	sink, err := tp.b.ListenUDP(9, false)
+	require.NoError(t, err)
+	_, err = tp.a.Send(udp([4]byte{10, 0, 0, 2}, [4]byte{10, 0, 0, 3}, 40000, 9, 64, []byte("x")))
+	require.NoError(t, err)
+	require.NoError(t, tp.e.Run())
+	assert.Equal(t, 1, sink.Received)
+	require.NotNil(t, tp.a.dsts)
+	r, ok := tp.a.lookupRoute([4]byte{10, 0, 0, 3})
+	want, wantOK := tp.a.Routes.Lookup([4]byte{10, 0, 0, 3})
+	assert.Equal(t, wantOK, ok)
+	assert.Same(t, want, r)
 }

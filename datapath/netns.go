@@ -62,9 +62,12 @@ type Netns struct {
 	lo      *Device
 	ipID    uint16
 	// addrGen changes with every change of local and bcast; dsts caches
-	// what destination addresses are to the namespace (dstcache.go).
+	// what destination addresses are to the namespace (dstcache.go), made
+	// when the namespace first looks a destination up: most of a large
+	// cluster's pod namespaces never send a packet, and the cache is 512
+	// bytes of every namespace otherwise.
 	addrGen uint64
-	dsts    [dstSlots]dstSlot
+	dsts    *[dstSlots]dstSlot
 	// fast is the namespace fast path's table (fastpath.go), made when
 	// the first event is recorded.
 	fast *fastTable
