@@ -731,13 +731,23 @@ func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdi
 		return datapath.VerdictContinue
 	}
 	c := &s.nf.ctx
-	if !c.init(s.nf, w, p, s.t, s.hook) {
-		return datapath.VerdictContinue
-	}
 	if p.Trace != nil {
+		if !c.init(s.nf, w, p, s.t, s.hook) {
+			return datapath.VerdictContinue
+		}
 		return s.nf.finish(c, s.nf.runTable(c))
 	}
-	return s.nf.finish(c, s.run(c))
+	var k flowKey
+	plen, ok := s.keyOf(p, &k)
+	if !ok {
+		return datapath.VerdictContinue
+	}
+	if sl := s.cached(&k); sl != nil {
+		s.repeat(sl, p, plen)
+		return datapath.VerdictContinue
+	}
+	c.init(s.nf, w, p, s.t, s.hook)
+	return s.nf.finish(c, s.walk(c, &k))
 }
 
 // natStage is iptable_nat's hook (nf_nat_ipv4_fn): RELATED ICMP errors are
@@ -801,19 +811,28 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 					continue
 				}
 				c := &nf.ctx
-				if c.init(nf, w, p, s.t, s.hook) {
-					c.nat = s.manip
-					v := vContinue
-					if p.Trace != nil {
-						v = nf.runTable(c)
-					} else {
-						// A walk that set up no binding (the flow cache
-						// holds no other) is repeatable.
-						v = s.run(c)
+				if p.Trace != nil {
+					if c.init(nf, w, p, s.t, s.hook) {
+						c.nat = s.manip
+						if v := nf.runTable(c); v == vDrop || v == vReject {
+							return nf.finish(c, v)
+						}
 					}
-					if v == vDrop || v == vReject {
-						return nf.finish(c, v)
-					}
+					continue
+				}
+				// A walk that set up no binding (the flow cache holds
+				// no other) is repeatable.
+				var k flowKey
+				if plen, ok := s.keyOf(p, &k); !ok {
+					continue
+				} else if sl := s.cached(&k); sl != nil {
+					s.repeat(sl, p, plen)
+					continue
+				}
+				c.init(nf, w, p, s.t, s.hook)
+				c.nat = s.manip
+				if v := s.walk(c, &k); v == vDrop || v == vReject {
+					return nf.finish(c, v)
 				}
 			}
 			if !e.NATDone(s.manip) {

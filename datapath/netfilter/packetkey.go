@@ -1,0 +1,136 @@
+package netfilter
+
+import (
+	"encoding/binary"
+
+	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/conntrack"
+)
+
+// A connection's first packet crosses a dozen table hooks on its way
+// between two pods on different nodes (the inner packet's and the VXLAN
+// packet's, on both nodes), and at all but one of them (the nat walk that
+// picks the Service endpoint) the flow cache holds the walk. The hooks'
+// Process look the walk up by a key read straight from the packet's bytes
+// (keyOf) and repeat it; only a miss fills the evaluation context (init)
+// and walks the rules. The key is the one init followed by setKey gives
+// (TestKeyOfIsInitSetKey), so the cache holds and answers the same walks
+// either way.
+
+// keyOf sets k to the flow key of p at the hook, with the fields the
+// hook's rules read (keyMask): what init followed by setKey sets it to.
+// It returns the packet length init takes (plen) and whether init
+// accepts the packet at all; k is unset when it does not.
+func (s *tableHook) keyOf(p *datapath.Packet, k *flowKey) (uint64, bool) {
+	f := p.Frame()
+	if len(f) < datapath.EthHdrLen+20 || f[12] != 0x08 || f[13] != 0 {
+		return 0, false
+	}
+	ip := f[datapath.EthHdrLen:]
+	ihl := int(ip[0]&0xf) * 4
+	tot := int(ip[2])<<8 | int(ip[3])
+	if ihl < 20 || ihl > len(ip) {
+		return 0, false
+	}
+	if tot > len(ip) || tot < ihl {
+		tot = len(ip)
+	}
+	mask := s.keyMask()
+	// The words as setKey packs them: l4 is the protocol, TCP flags<<8,
+	// ICMP code<<16 and type<<24, fragment<<32, L4 header present<<33;
+	// ports the source port<<48, the destination port<<32 and the mark.
+	proto := ip[9]
+	l4 := uint64(proto)
+	var ports uint64
+	if ip[6]&0x1f != 0 || ip[7] != 0 {
+		l4 |= 1 << 32
+	} else {
+		h := ip[ihl:tot]
+		switch proto {
+		case datapath.ProtoTCP:
+			if len(h) >= 20 {
+				ports = uint64(binary.BigEndian.Uint32(h)) << 32
+				l4 |= uint64(h[13])<<8 | 1<<33
+			}
+		case datapath.ProtoUDP:
+			if len(h) >= 8 {
+				ports = uint64(binary.BigEndian.Uint32(h)) << 32
+				l4 |= 1 << 33
+			}
+		case datapath.ProtoICMP:
+			if len(h) >= 4 {
+				l4 |= uint64(h[0])<<24 | uint64(h[1])<<16 | 1<<33
+			}
+		case datapath.ProtoSCTP:
+			if len(h) >= 12 {
+				ports = uint64(binary.BigEndian.Uint32(h)) << 32
+				l4 |= 1 << 33
+			}
+		}
+	}
+	l4 &= s.kw.l4
+	k.addr = binary.BigEndian.Uint64(ip[12:20]) & s.kw.addr
+	k.ports = (ports | uint64(p.Mark)) & s.kw.ports
+	k.status, k.agen, k.in, k.out = 0, 0, nil, nil
+	if mask&(kCTState|kCTStatus) != 0 {
+		if e, info := s.nf.ct.Get(p); e != nil {
+			l4 |= 1<<34 | uint64(info)<<40
+			k.status = uint64(e.Status & conntrack.StatusNATMask)
+			if mask&kCTStatus != 0 {
+				k.status = uint64(e.Status)
+			}
+		}
+	}
+	k.l4 = l4
+	if mask&(kIn|kOut) != 0 {
+		var in, out *datapath.Device
+		switch s.hook {
+		case datapath.Prerouting, datapath.Input:
+			in = p.InDev
+		case datapath.Forward:
+			in, out = p.InDev, p.OutDev
+		case datapath.Output, datapath.Postrouting:
+			out = p.OutDev
+			if s.hook == datapath.Postrouting && !p.Local {
+				in = p.InDev
+			}
+		}
+		if mask&kIn != 0 {
+			k.in = in
+		}
+		if mask&kOut != 0 {
+			k.out = out
+		}
+	}
+	if mask&kAddrs != 0 {
+		k.agen = s.nf.ns.AddrGen() + 1
+	}
+	return uint64(tot), true
+}
+
+// cached returns the flow cache's slot holding the walk for k at the
+// current ruleset generation, or nil (replay's lookup).
+func (s *tableHook) cached(k *flowKey) *flowSlot {
+	if s.cache == nil {
+		return nil
+	}
+	i := k.slot()
+	sl := &s.cache[i]
+	if !sl.valid || sl.gen != s.nf.gen || !sl.key.equal(k) {
+		if sl = &s.cache[i^1]; !sl.valid || sl.gen != s.nf.gen || !sl.key.equal(k) {
+			return nil
+		}
+	}
+	return sl
+}
+
+// walk is run for a packet whose key k (keyOf) the flow cache holds no
+// walk for, c being init for it: the walk is run, recorded and kept if it
+// may be repeated.
+func (s *tableHook) walk(c *evalCtx, k *flowKey) verdict {
+	c.rec.on = true
+	evals := s.nf.Evaluations
+	v := s.nf.runTable(c)
+	s.store(c, k, v, s.nf.Evaluations-evals)
+	return v
+}
