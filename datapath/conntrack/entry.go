@@ -97,7 +97,8 @@ func (i CTInfo) String() string {
 // Entry is one tracked connection (struct nf_conn). Orig and Reply are the
 // tuples of the two directions: Reply starts as Orig inverted and changes
 // when a NAT binding is set up, which is how replies are recognised and
-// translated back.
+// translated back. Both are read-only to callers: a binding changes
+// Reply through SetupNAT or AlterReply only.
 //
 // Entries are created unconfirmed when the first packet is seen and enter
 // the table only when that packet passes the last hook (confirm), so an
@@ -122,6 +123,12 @@ type Entry struct {
 	prev, next *Entry
 	handle     int32     // the index's name for the entry while confirmed
 	hash       [2]uint32 // the index hashes of Orig and Reply when inserted
+	// origFree and replyFree are the table's insert count plus one when
+	// Orig and Reply (as it is now) were last known absent from the
+	// index, 0 for never: only an insert can make a tuple present, so
+	// while the count is the same a new connection's NAT set-up and
+	// confirm need not look them up again (see free).
+	origFree, replyFree uint64
 }
 
 // relatedRef is what a RELATED packet's CTRef points to: the same

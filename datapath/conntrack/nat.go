@@ -122,7 +122,7 @@ func (e *Entry) SetupNAT(w *datapath.Walk, r NATRange, m Manip) {
 	cur := e.Reply.Invert()
 	nt := e.uniqueTuple(w, cur, &r, m)
 	if nt != cur {
-		e.Reply = nt.Invert()
+		e.Reply, e.replyFree = nt.Invert(), 0
 		if m == ManipSrc {
 			e.Status |= StatusSrcNAT
 		} else {
@@ -146,8 +146,10 @@ func (e *Entry) NullBinding(w *datapath.Walk, m Manip) {
 	}
 	// get_unique_tuple keeps the tuple (the range is its own address)
 	// when its reply is unused, as it nearly always is: mark the binding
-	// done without building the range.
-	if !e.used(e.Reply.Invert()) {
+	// done without building the range. (used(Reply.Invert()) looks up
+	// Reply.Invert().Invert(), which is Reply for every tuple a
+	// connection is created with.)
+	if !e.replyTaken() {
 		if m == ManipSrc {
 			e.Status |= StatusSrcNATDone
 		} else {
@@ -478,5 +480,5 @@ func (e *Entry) AlterReply(t Tuple) {
 	if e.Status&StatusConfirmed != 0 {
 		return
 	}
-	e.Reply = t
+	e.Reply, e.replyFree = t, 0
 }

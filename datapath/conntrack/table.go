@@ -144,6 +144,7 @@ type Table struct {
 	// did not hold when inserts had this value (see find).
 	inserts  uint64
 	misses   missMemo
+	lookups  uint64 // Lookup calls (for tests)
 	nextID   uint32
 	rover    uint16
 	Stats    Stats
@@ -213,6 +214,7 @@ func (t *Table) Len() int {
 // Lookup finds the live connection a tuple belongs to and whether the tuple
 // is its reply direction.
 func (t *Table) Lookup(tu Tuple) (*Entry, bool, bool) {
+	t.lookups++
 	s, ok := t.find(tu)
 	if !ok {
 		return nil, false, false
@@ -322,6 +324,29 @@ func (m *missMemo) add(inserts uint64, k tupleKey) {
 func (t *Table) taken(tu Tuple) bool {
 	_, _, ok := t.Lookup(tu)
 	return ok
+}
+
+// replyTaken is e.used(e.Reply.Invert()), through the entry's memo when
+// the tuple looked up is Reply itself (see Entry.replyFree): a
+// connection's two null bindings and its confirm look the same reply
+// tuple up with no insert in between.
+func (e *Entry) replyTaken() bool {
+	t := e.t
+	if e.Reply.Proto == datapath.ProtoICMP {
+		// Inverting twice turns a type without an inverse into echo
+		// request (used looks that up).
+		if tu := e.Reply.Invert().Invert(); tu != e.Reply {
+			return t.taken(tu)
+		}
+	}
+	if e.replyFree == t.inserts+1 {
+		return false
+	}
+	if t.taken(e.Reply) {
+		return true
+	}
+	e.replyFree = t.inserts + 1
+	return false
 }
 
 func (t *Table) remove(e *Entry) {
@@ -508,17 +533,21 @@ func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
 	if e.Status&StatusDying != 0 {
 		return nil
 	}
-	if o, _, ok := t.Lookup(e.Orig); ok {
-		// nf_ct_resolve_clash: an identical connection won the race.
-		if o.Orig == e.Orig && o.Reply == e.Reply {
-			return o
+	if e.origFree != t.inserts+1 {
+		if o, _, ok := t.Lookup(e.Orig); ok {
+			// nf_ct_resolve_clash: an identical connection won the race.
+			if o.Orig == e.Orig && o.Reply == e.Reply {
+				return o
+			}
+			t.Stats.InsertFailed++
+			return nil
 		}
-		t.Stats.InsertFailed++
-		return nil
 	}
-	if _, _, ok := t.Lookup(e.Reply); ok {
-		t.Stats.InsertFailed++
-		return nil
+	if e.replyFree != t.inserts+1 {
+		if _, _, ok := t.Lookup(e.Reply); ok {
+			t.Stats.InsertFailed++
+			return nil
+		}
 	}
 	e.Status |= StatusConfirmed
 	t.inserts++
