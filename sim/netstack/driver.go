@@ -48,6 +48,9 @@ type driver struct {
 	kick bool
 	// yields counts settle's yield rounds (tests read it).
 	yields uint64
+	// directReads counts the response body reads made on the caller's
+	// goroutine (body.readDirect; tests read it).
+	directReads uint64
 
 	// procs is GOMAXPROCS, read when a drive starts.
 	procs int

@@ -7,14 +7,17 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 )
 
 // Transport is an http.RoundTripper whose connections are dialled from a
 // Stack. RoundTrip runs the standard library's http.Transport on a helper
 // goroutine and drives the world on the caller's until it returns; reads
-// of the response body drive it the same way. Keep-alive connections are
-// reused across requests as usual.
+// of the response body drive it the same way when they need the
+// connection (a read of bytes net/http already holds, most often the whole
+// body of a small response, runs on the caller's goroutine without a
+// worker). Keep-alive connections are reused across requests as usual.
 //
 // Timeouts are on the world's clock: Timeout, an http.Client's Timeout
 // around this Transport, and a request context's deadline. A deadline
@@ -29,6 +32,22 @@ type Transport struct {
 	// does in wall-clock time: dial, request, response headers and
 	// reading the body. Zero: no limit.
 	Timeout time.Duration
+
+	// The reads of the transport's connections that returned data (under
+	// the world lock): how many, the connection of the last one, and the
+	// count when that connection became the last to read. RoundTrip
+	// learns from them which connection carried its response.
+	reads, lastSince uint64
+	lastRead         *TCPConn
+}
+
+// noteRead counts a read of c, one of the transport's connections, that
+// returned data. Called with the world lock held.
+func (t *Transport) noteRead(c *TCPConn) {
+	t.reads++
+	if t.lastRead != c {
+		t.lastRead, t.lastSince = c, t.reads
+	}
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -38,7 +57,13 @@ func (s *Stack) Transport() *Transport {
 	t := &Transport{s: s}
 	t.inner = &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return s.dial(ctx, network, addr, false)
+			c, err := s.dial(ctx, network, addr, false)
+			if tc, ok := c.(*TCPConn); ok {
+				s.d.lock()
+				tc.tr = t
+				s.d.unlock()
+			}
+			return c, err
 		},
 		DisableCompression:  true,
 		MaxIdleConnsPerHost: 16,
@@ -102,6 +127,11 @@ type exchange struct {
 	tm       *vtimer
 	from     int
 	timedOut bool // under d.mu
+	// reads0 is the transport's read count when RoundTrip began; conn,
+	// once the response is in, the connection that carried it, when
+	// that is certain (see RoundTrip): the body's reads try it directly.
+	reads0 uint64
+	conn   *TCPConn
 
 	// The call the worker makes (op), its arguments and results.
 	op   int
@@ -210,12 +240,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
+	d.lock()
 	if in >= 0 {
-		d.lock()
 		x.tm = &vtimer{d: d, f: func() { x.timedOut = true; x.cancelRequest() }}
 		x.tm.Reset(in)
-		d.unlock()
 	}
+	x.reads0 = t.reads
+	d.unlock()
 	x.op, x.t, x.req = opRoundTrip, t.inner, req
 	idle := d.doTask(x, true)
 	resp, err := x.resp, x.err
@@ -236,6 +267,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case err != nil:
 		x.stop()
 		return nil, err
+	}
+	if directBody && resp.ContentLength > 0 {
+		// The response came in on the one connection of the transport
+		// that read data since RoundTrip began, when only one did (its
+		// bytes cannot have come before the request): the connection
+		// the body is read from.
+		d.lock()
+		if t.reads > x.reads0 && t.lastSince <= x.reads0+1 {
+			x.conn = t.lastRead
+		}
+		d.unlock()
 	}
 	x.body = body{d: d, rc: resp.Body, x: x, left: resp.ContentLength}
 	resp.Body = &x.body
@@ -262,6 +304,11 @@ func (b *body) Read(p []byte) (int, error) {
 		return b.account(n, err)
 	}
 	x := b.x
+	if x.conn != nil && len(p) > 0 {
+		if n, err, ok := b.readDirect(p); ok {
+			return b.account(n, err)
+		}
+	}
 	x.op, x.p = opRead, p
 	idle := b.d.doTask(x, true)
 	n, err := x.n, x.err
@@ -270,6 +317,64 @@ func (b *body) Read(p []byte) (int, error) {
 		return n, idle
 	}
 	return b.account(n, err)
+}
+
+// directBody lets a response body's reads run on the caller's goroutine
+// (body.readDirect); tests turn it off to compare the frames.
+var directBody = true
+
+// readDirect reads the body on the caller's goroutine, without a worker
+// and without driving the world, when net/http already holds the bytes:
+// the body has a Content-Length, so net/http reads it from its buffered
+// reader, which calls the connection only when its buffer is empty. The
+// connection is told to answer its next Read with nothing (TCPConn.peek)
+// at once; a read that comes back with nothing, then, needed the
+// connection and changed nothing in net/http (a bufio.Reader passes an
+// empty read through without keeping anything), and ok is false: the
+// read is made again on a worker, driving the world, as before. The
+// last bytes come with io.EOF and the hand-off to the connection's read
+// loop, which puts the connection back in the idle pool (or closes it)
+// and reads on for the next response (a background wait); whatever that
+// woke, or left for a barrier, is brought to rest before the read
+// returns, as the drive of a worker's read would. (Only one of the
+// transport's connections can be told so: RoundTrip learns which one
+// carried the response, or the body is not read directly. A read of the
+// read loop that meets the flag after the hand-off gets nothing and
+// reads again: bufio.Reader's fill retries.)
+func (b *body) readDirect(p []byte) (n int, err error, ok bool) {
+	d, c := b.d, b.x.conn
+	d.lock()
+	if d.driving {
+		// Someone else drives: the worker's read waits for them.
+		d.unlock()
+		return 0, nil, false
+	}
+	c.peek = true
+	d.unlock()
+	n, err = b.rc.Read(p)
+	if err == nil && int64(n) == b.left && n < len(p) {
+		// The last bytes: the io.EOF comes now (net/http has it).
+		var m int
+		m, err = b.rc.Read(p[n:])
+		n += m
+	}
+	d.lock()
+	c.peek = false
+	if n == 0 && err == nil {
+		// The connection was needed: nothing read, nothing changed.
+		d.unlock()
+		return 0, nil, false
+	}
+	d.directReads++
+	if !d.driving && (d.anyDirty() || runtime.GOMAXPROCS(0) > 1 || othersReady()) {
+		// Bring to rest what the read woke (the read loop closing the
+		// connection, a request waiting for it) before returning.
+		d.driving = true
+		_ = d.driveLocked(func() bool { return true }, false)
+		d.release()
+	}
+	d.unlock()
+	return n, err, true
 }
 
 // account notes what a read returned and ends the exchange on an error

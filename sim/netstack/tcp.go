@@ -24,6 +24,14 @@ type TCPConn struct {
 	sock
 	laddr, raddr *net.TCPAddr
 	rto          error // readTimeout's error, under the world lock
+	// tr is the Transport that dialled the connection (nil for others):
+	// its reads that return data are counted there (Transport.noteRead).
+	tr *Transport
+	// peek, set by a response body's direct read (body.readDirect),
+	// makes the next Read return 0 bytes and no error at once, touching
+	// nothing: the read needed bytes net/http had not buffered yet.
+	// Under the world lock.
+	peek bool
 }
 
 var _ net.Conn = (*TCPConn)(nil)
@@ -40,6 +48,10 @@ func (c *TCPConn) opErr(op string, err error) error {
 func (c *TCPConn) Read(b []byte) (int, error) {
 	c.enter()
 	defer c.leaveQuiet()
+	if c.peek {
+		c.peek = false
+		return 0, nil
+	}
 	if c.rd.passed() && !isClosed(c.closed) {
 		// A read after its deadline (net/http's server ends the
 		// background read it starts for every request this way): kept
@@ -72,6 +84,9 @@ func (c *TCPConn) read(b []byte) (int, error) {
 		c.sw = nil
 		switch err.(type) {
 		case nil:
+			if c.tr != nil && res.Count > 0 {
+				c.tr.noteRead(c)
+			}
 			return res.Count, nil
 		case *tcpip.ErrClosedForReceive:
 			return 0, io.EOF

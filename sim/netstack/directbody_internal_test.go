@@ -1,0 +1,216 @@
+package netstack
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/kubewalk/kubewalk/datapath/trace"
+	"github.com/kubewalk/kubewalk/scenarios"
+	"github.com/stretchr/testify/require"
+)
+
+// bigBody is the body of /big: 64 KiB, many segments, more than
+// net/http's 4 KiB read buffer.
+var bigBody = bytes.Repeat([]byte("0123456789abcdef"), 4096)
+
+// bodiesWorld is crossNodeGET's world whose server also answers /big
+// (bigBody with a Content-Length) and /chunked (two flushed writes, no
+// Content-Length), without a Date header.
+func bodiesWorld(t *testing.T) (*Stack, *Stack, *http.Client) {
+	t.Helper()
+	r, err := scenarios.NewReference(3)
+	require.NoError(t, err)
+	require.NoError(t, r.DeletePod("net", "web-1"))
+	client, err := AttachPod(r.World, r.Client)
+	require.NoError(t, err)
+	web, err := AttachPod(r.World, r.Web2)
+	require.NoError(t, err)
+	nginx := NginxHandler(web)
+	srv, err := web.ServeHTTP(":80", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header()["Date"] = nil
+		switch req.URL.Path {
+		case "/big":
+			w.Header().Set("Content-Length", strconv.Itoa(len(bigBody)))
+			_, _ = w.Write(bigBody)
+		case "/chunked":
+			_, _ = w.Write([]byte("first part\n"))
+			w.(http.Flusher).Flush()
+			_, _ = w.Write([]byte("second part\n"))
+		default:
+			nginx.ServeHTTP(w, req)
+		}
+	}))
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	return client, web, client.HTTPClient(0)
+}
+
+// readAllIn reads resp's body in reads of size bytes.
+func readAllIn(t *testing.T, resp *http.Response, size int) []byte {
+	t.Helper()
+	var out []byte
+	p := make([]byte, size)
+	for {
+		n, err := resp.Body.Read(p)
+		out = append(out, p[:n]...)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+	}
+	require.NoError(t, resp.Body.Close())
+	return out
+}
+
+// bodyExchange runs GETs whose bodies are read every way the direct read
+// meets: a small body in one read, in small reads, a body larger than
+// what has arrived (the direct read needs the connection and the read is
+// made on a worker), a chunked body (never read directly), a body closed
+// unread, and a fresh connection per request (the read loop closes the
+// connection after the last byte). It returns every frame with its time
+// and place.
+func bodyExchange(t *testing.T) []string {
+	client, web, c := bodiesWorld(t)
+	tr := &trace.Trace{Capture: true}
+	client.Trace, web.Trace = tr, tr
+	url := "http://10.111.80.136"
+	get := func(c *http.Client, path string, size int) string {
+		resp, err := c.Get(url + path)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return string(readAllIn(t, resp, size))
+	}
+	for range 2 {
+		require.Contains(t, get(c, "/", 32<<10), "Welcome to nginx!")
+	}
+	require.Contains(t, get(c, "/", 100), "Welcome to nginx!")
+	for range 2 {
+		require.Equal(t, string(bigBody), get(c, "/big", 32<<10))
+	}
+	require.Equal(t, "first part\nsecond part\n", get(c, "/chunked", 512))
+	resp, err := c.Get(url + "/big")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Contains(t, get(c, "/", 32<<10), "Welcome to nginx!")
+	// A GET started on another goroutine while a body is unread: the
+	// body's last read frees the connection, and that goroutine's request
+	// goes out on it before the UDP datagram the caller sends next.
+	resp, err = c.Get(url + "/")
+	require.NoError(t, err)
+	done := make(chan string)
+	go func() {
+		r, err := c.Get(url + "/")
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		done <- string(b)
+	}()
+	require.Contains(t, string(readAllIn(t, resp, 32<<10)), "Welcome to nginx!")
+	u, err := client.Dial("udp", "10.244.2.9:9")
+	require.NoError(t, err)
+	_, err = u.Write([]byte("after the body"))
+	require.NoError(t, err)
+	require.Contains(t, <-done, "Welcome to nginx!")
+	require.NoError(t, u.Close())
+	fresh := client.Transport()
+	fresh.DisableKeepAlives()
+	for range 2 {
+		require.Contains(t, get(&http.Client{Transport: fresh}, "/", 32<<10), "Welcome to nginx!")
+	}
+	var frames []string
+	for _, o := range tr.Obs {
+		if o.Frame != nil {
+			frames = append(frames, fmt.Sprintf("%v %s/%s/%s %x", o.At, o.Node, o.Netns, o.Device, o.Frame))
+		}
+	}
+	require.NotEmpty(t, frames)
+	return frames
+}
+
+// TestDirectBodySameFrames: reading response bodies on the caller's
+// goroutine gives the frames the worker's reads give, byte for byte, at
+// the same virtual times, and the bodies are the same.
+func TestDirectBodySameFrames(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	restore := SetDirectBody(false)
+	a := bodyExchange(t)
+	restore()
+	b := bodyExchange(t)
+	require.Equal(t, len(a), len(b))
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("frame %d differs:\n%s\n%s", i, a[i], b[i])
+		}
+	}
+}
+
+// TestDirectBody: the body of a kept-alive GET is read on the caller's
+// goroutine (no worker, no drive), and a body that has not all arrived is
+// still read whole (its reads that need the connection drive the world).
+func TestDirectBody(t *testing.T) {
+	client, _, c := bodiesWorld(t)
+	d := client.d
+	get := func(path string) string {
+		resp, err := c.Get("http://10.111.80.136" + path)
+		require.NoError(t, err)
+		return string(readAllIn(t, resp, 32<<10))
+	}
+	get("/")
+	direct := d.directReads
+	for range 3 {
+		require.Contains(t, get("/"), "Welcome to nginx!")
+	}
+	require.Equal(t, direct+3, d.directReads, "one direct read per GET")
+	require.Equal(t, string(bigBody), get("/big"))
+	require.Greater(t, d.directReads, direct+3, "some of /big is read directly")
+}
+
+// TestDirectBodyConcurrent: GETs on one transport from several goroutines
+// at once (so RoundTrip cannot always tell which connection carried its
+// response) all get their bodies.
+func TestDirectBodyConcurrent(t *testing.T) {
+	_, _, c := bodiesWorld(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := "/"
+			if i%2 == 1 {
+				path = "/big"
+			}
+			for range 5 {
+				resp, err := c.Get("http://10.111.80.136" + path)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if path == "/big" && !bytes.Equal(b, bigBody) || path == "/" && !bytes.Contains(b, []byte("Welcome to nginx!")) {
+					errs <- fmt.Errorf("%s: wrong body (%d bytes)", path, len(b))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
