@@ -5,7 +5,9 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
@@ -70,6 +72,10 @@ type Shared struct {
 	// parsed is chainLines of input, when nothing changed it since
 	// (a patched ruleset, or one with prev's chains).
 	parsed *parsedInput
+	// plans memoizes what planLoad found loading s onto a table, by
+	// what it reads of the table (planKey): the thousands of nodes on
+	// the same ruleset whose own chains have the same shape share one.
+	plans map[planKey]*loadTemplate
 }
 
 // parsedInput is what chainLines makes of an input.
@@ -1331,6 +1337,27 @@ func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 	if !d.All && (b == nil || !s.sameSince(b.id, d)) {
 		return ErrNotLoaded
 	}
+	// What the checks below find depends on the table only through its
+	// ruleset and the shape of its own chains (while the memoized reach
+	// stands): a plan found for one table serves every table alike.
+	var key planKey
+	if r := t.reach; loadTemplates && r != nil && r.shape != nil && len(r.chains) == len(t.chains) && b != nil {
+		key = planKey{base: b.id, shape: r.shape, all: d.All, chains: reflect.ValueOf(d.Chains).UnsafePointer(),
+			del: unsafe.SliceData(d.Deleted), ndel: len(d.Deleted)}
+		if tp := s.plans[key]; tp != nil {
+			err := tp.apply(p)
+			if checkTemplate != nil {
+				// The full checks on the same table, for the test to
+				// compare (they change nothing of it).
+				full := loadPlan{}
+				loadTemplates = false
+				ferr := nf.planLoad(&full, s, d)
+				loadTemplates = true
+				checkTemplate(&full, p, ferr, err)
+			}
+			return err
+		}
+	}
 	var del map[string]bool
 	if len(d.Deleted) > 0 {
 		del = make(map[string]bool, len(d.Deleted))
@@ -1423,24 +1450,9 @@ func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 			own = maps.Clone(t.chains)
 		}
 		for name, c := range carried {
-			bc := b.chains[name]
-			c.rules = make([]*Rule, len(bc.rules))
-			copies := make([]Rule, len(bc.rules))
-			for i, r := range bc.rules {
-				n := &copies[i]
-				*n = *r
-				n.chain, n.run = c, nil
-				if r.target.chain != nil {
-					if n.target.chain = p.resolve(r.target.chain); n.target.chain == nil {
-						return ErrNotLoaded // it jumps to a chain deleted: restore's error
-					}
-				}
-				c.rules[i] = n
+			if !p.carry(c, b.chains[name]) {
+				return ErrNotLoaded // it jumps to a chain deleted: restore's error
 			}
-			if v := t.views[bc]; v != nil && v.ctr != nil {
-				c.ctr = slices.Clone(v.ctr)
-			}
-			c.buildIndex()
 			own[name] = c
 		}
 	}
@@ -1490,7 +1502,184 @@ func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 			}
 		}
 	}
+	if key.shape != nil && !ownChanged && p.old >= 0 && (reach == t.reach || reach.shape != nil) {
+		// Remembered for the tables alike (see loadTemplate.apply).
+		tp := &loadTemplate{del: del, sw: sw, same: p.same}
+		if carried != nil {
+			tp.carried = slices.Sorted(maps.Keys(carried))
+			tp.shape = reach.shape
+		}
+		if s.plans == nil || len(s.plans) >= maxPlans {
+			s.plans = map[planKey]*loadTemplate{}
+		}
+		s.plans[key] = tp
+	}
 	return nil
+}
+
+// loadTemplates turns planLoad's memo of plans on (a variable so that a
+// test can compare the loads with and without it).
+var loadTemplates = true
+
+// templateLoads counts the loads planned from a template (for tests).
+var templateLoads int
+
+// checkTemplate, set by tests, is called with the plan planLoad's full
+// checks make and the one a template made, for every load planned from
+// a template, and their errors.
+var checkTemplate func(full, fromTemplate *loadPlan, fullErr, err error)
+
+// maxPlans bounds a ruleset's memo of plans.
+const maxPlans = 64
+
+// planKey is what planLoad reads of a table whose memoized reach
+// stands, besides the ruleset loaded and the declaration: the ruleset
+// it is on and the shape of its own chains (their names, whether
+// built-in, the chains they jump to outside them and the hooks and
+// depths from which those are reached). The declaration is keyed by
+// identity (its map of chains and its list of chains deleted).
+type planKey struct {
+	base   uint64
+	shape  *reachShape
+	all    bool
+	chains unsafe.Pointer
+	del    *string
+	ndel   int
+}
+
+// loadTemplate is what planLoad found for a planKey when it took a
+// memoized reach (as it was, or with the chains carried added) and no
+// own chain clashed: the chains deleted, the chains swapped, whether no
+// jump of the own chains changes target (same), and the chains carried
+// from the previous ruleset (sorted) with the shape of the reach they
+// make. Every check passed.
+type loadTemplate struct {
+	del, sw map[string]bool
+	same    bool
+	carried []string
+	shape   *reachShape
+}
+
+// apply fills p (t, s and d set) as planLoad's checks would for a table
+// of the template's key: only what is the table's own is made (the
+// chains carried, with its counters; the map of its chains when it
+// grows; the reach's jumps).
+func (tp *loadTemplate) apply(p *loadPlan) error {
+	t := p.t
+	b := t.base
+	p.del, p.sw, p.same = tp.del, tp.sw, tp.same
+	own, reach := t.chains, t.reach
+	if tp.carried != nil {
+		carried := make(map[string]*Chain, len(tp.carried))
+		for _, name := range tp.carried {
+			carried[name] = &Chain{Name: name}
+		}
+		p.carried = carried
+		own = make(map[string]*Chain, len(t.chains)+len(carried))
+		maps.Copy(own, t.chains)
+		jumps := slices.Grow(slices.Clip(reach.jumps), 2*len(carried))
+		for _, name := range tp.carried {
+			c := carried[name]
+			if !p.carry(c, b.chains[name]) {
+				return ErrNotLoaded // (as planned: not reached)
+			}
+			own[name] = c
+			for _, rl := range c.rules {
+				if tc := rl.target.chain; tc != nil {
+					jumps = append(jumps, ownJump{in: c, to: tc, r: rl})
+				}
+			}
+		}
+		sh := tp.shape
+		reach = &ownReach{targets: sh.targets, reached: sh.reached, chains: sh.chains, shape: sh, jumps: jumps}
+	}
+	p.own, p.reach, p.old = own, reach, len(t.reach.jumps)
+	templateLoads++
+	if checkReach != nil {
+		checkReach(t, reach, tp.carried != nil, own, p.resolve)
+	}
+	return nil
+}
+
+// carry makes c, a chain carried from the previous ruleset, a copy of
+// its chain bc there with the namespace's counters, its jumps resolved;
+// false when one jumps to a chain that will not exist.
+func (p *loadPlan) carry(c, bc *Chain) bool {
+	c.rules = make([]*Rule, len(bc.rules))
+	copies := make([]Rule, len(bc.rules))
+	for i, r := range bc.rules {
+		n := &copies[i]
+		*n = *r
+		n.chain, n.run = c, nil
+		if r.target.chain != nil {
+			if n.target.chain = p.resolve(r.target.chain); n.target.chain == nil {
+				return false
+			}
+		}
+		c.rules[i] = n
+	}
+	if v := p.t.views[bc]; v != nil && v.ctr != nil {
+		c.ctr = slices.Clone(v.ctr)
+	}
+	c.buildIndex()
+	return true
+}
+
+// reachShape is the part of an ownReach that does not name the
+// namespace's chains (targets, reached, chains), interned: reaches of
+// equal shapes hold the same *reachShape.
+type reachShape struct {
+	targets []string
+	reached []reached
+	chains  []ownChain
+}
+
+// shapes interns reachShapes by their rendering (shapeKey); bounded by
+// maxShapes (past it, started again: a shape met later is another).
+var (
+	shapesMu sync.Mutex
+	shapes   map[string]*reachShape
+)
+
+const maxShapes = 4096
+
+// intern makes r's targets, reached and chains those of the interned
+// shape equal to them.
+func (r *ownReach) intern() {
+	var b strings.Builder
+	for _, c := range r.chains {
+		b.WriteString(c.name)
+		if c.builtin {
+			b.WriteByte('*')
+		}
+		b.WriteByte(' ')
+	}
+	b.WriteByte('|')
+	for _, name := range r.targets {
+		b.WriteString(name)
+		b.WriteByte(' ')
+	}
+	b.WriteByte('|')
+	for _, x := range r.reached {
+		b.WriteString(x.name)
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(int(x.hooks)))
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa(x.depth))
+		b.WriteByte(' ')
+	}
+	key := b.String()
+	shapesMu.Lock()
+	defer shapesMu.Unlock()
+	sh := shapes[key]
+	if sh == nil {
+		if shapes == nil || len(shapes) >= maxShapes {
+			shapes = map[string]*reachShape{}
+		}
+		sh = &reachShape{targets: slices.Clip(r.targets), reached: slices.Clip(r.reached), chains: slices.Clip(r.chains)}
+		shapes[key] = sh
+	}
+	r.targets, r.reached, r.chains, r.shape = sh.targets, sh.reached, sh.chains, sh
 }
 
 // commitLoad makes t's chains own, its ruleset s (LoadShared).
@@ -1680,6 +1869,10 @@ type ownReach struct {
 	reached []reached
 	jumps   []ownJump
 	chains  []ownChain // every own chain, built-in or not
+	// shape is targets, reached and chains interned (their slices are
+	// shape's, shared by every reach of that shape: never written), nil
+	// when not interned.
+	shape *reachShape
 }
 
 // ownChain is one of ownReach's chains: its name, and whether it is a
@@ -1764,6 +1957,11 @@ func reachOf(t *Table, own map[string]*Chain, resolve func(*Chain) *Chain) (*own
 			return nil, false
 		}
 	}
+	// In an order of their own (not the map's), so that equal reaches
+	// intern to one shape.
+	slices.SortFunc(out.chains, func(a, b ownChain) int { return strings.Compare(a.name, b.name) })
+	slices.Sort(out.targets)
+	out.intern()
 	return out, true
 }
 
@@ -1811,6 +2009,7 @@ func (r *ownReach) withCarried(carried, own map[string]*Chain, resolve func(*Cha
 			}
 		}
 	}
+	out.intern()
 	return out
 }
 

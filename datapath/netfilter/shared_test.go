@@ -572,6 +572,7 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 		clean     func(g int) bool
 		full      func(g int) bool
 		ref, sh   *topo
+		alike     []*topo // loaded as sh is (the same ruleset, declarations, traffic)
 		last      int
 		refLoaded bool
 		// after, when set, runs on both namespaces after generation g's
@@ -602,7 +603,8 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 	}
 	for _, n := range nodes {
 		n.ref, n.sh = newTopo(t, conntrack.Config{}), newTopo(t, conntrack.Config{})
-		for _, tp := range []*topo{n.ref, n.sh} {
+		n.alike = []*topo{newTopo(t, conntrack.Config{}), newTopo(t, conntrack.Config{})}
+		for _, tp := range append([]*topo{n.ref, n.sh}, n.alike...) {
 			ensureJumps(t, tp.nf)
 			for i := range 4 {
 				_, err := tp.server.ListenUDP(uint16(5000+i), false)
@@ -641,20 +643,27 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 					assert.Equal(t, before, n.sh.nf.Save(SaveOptions{Counters: true}), step)
 				}
 			}
-			require.NoError(t, n.sh.nf.LoadShared(Load{sets[g], d}), step)
-			assert.Same(t, sets[g], n.sh.nf.Table(NAT).Shared(), step)
-			assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), n.sh.nf.Save(SaveOptions{Counters: true}), step)
+			for _, sh := range append([]*topo{n.sh}, n.alike...) {
+				require.NoError(t, sh.nf.LoadShared(Load{sets[g], d}), step)
+				assert.Same(t, sets[g], sh.nf.Table(NAT).Shared(), step)
+				assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), sh.nf.Save(SaveOptions{Counters: true}), step)
+			}
 			if n.after != nil {
 				n.after(n.ref.nf, g)
 				n.after(n.sh.nf, g)
+				for _, sh := range n.alike {
+					n.after(sh.nf, g)
+				}
 			}
 			n.last = g
 		}
 		for _, n := range nodes {
 			traffic(n.ref)
-			traffic(n.sh)
-			assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), n.sh.nf.Save(SaveOptions{Counters: true}), "%s, generation %d, traffic", n.name, g)
-			assert.Equal(t, len(n.ref.atServer.pkts), len(n.sh.atServer.pkts))
+			for _, sh := range append([]*topo{n.sh}, n.alike...) {
+				traffic(sh)
+				assert.Equal(t, n.ref.nf.Save(SaveOptions{Counters: true}), sh.nf.Save(SaveOptions{Counters: true}), "%s, generation %d, traffic", n.name, g)
+				assert.Equal(t, len(n.ref.atServer.pkts), len(sh.atServer.pkts))
+			}
 		}
 		port += 100
 	}
@@ -742,6 +751,113 @@ func TestLoadSharedSwappedChecksAreTheFullOnes(t *testing.T) {
 	defer func() { checkCommitted = nil }()
 	TestLoadSharedEqualsRestore(t)
 	assert.Positive(t, loads, "loads checked from the chains swapped")
+}
+
+// planKeyOf renders what a load plan makes of a table, to compare a
+// plan made from a template with the full checks' one: the chains the
+// table will hold (a carried one by its rules and counters), the
+// reach's targets, reached chains and own chains, its jumps (by the
+// chain and rule they are in and the chain they go to: an own chain by
+// name, another by identity), and the rest of the plan.
+func planKeyOf(p *loadPlan) string {
+	var out []string
+	for name, c := range p.own {
+		line := "own " + name
+		if p.carried[name] == c {
+			line += fmt.Sprintf(" carried %v %q", c.ctr, c.ruleTexts())
+		} else {
+			line += fmt.Sprintf(" %p", c)
+		}
+		out = append(out, line)
+	}
+	for _, x := range p.reach.targets {
+		out = append(out, "target "+x)
+	}
+	for _, x := range p.reach.reached {
+		out = append(out, fmt.Sprintf("reached %s %d %d", x.name, x.hooks, x.depth))
+	}
+	for _, c := range p.reach.chains {
+		out = append(out, fmt.Sprintf("chain %s %v", c.name, c.builtin))
+	}
+	for i, j := range p.reach.jumps {
+		to := fmt.Sprintf("%p", j.to)
+		if p.own[j.to.Name] == j.to || p.carried[j.to.Name] == j.to {
+			to = "own " + j.to.Name
+		}
+		pos := i < p.old
+		out = append(out, fmt.Sprintf("jump %s %d -> %s %s (old %v)", j.in.Name, slices.Index(j.in.rules, j.r), j.to.Name, to, pos))
+	}
+	slices.Sort(out)
+	out = append(out, fmt.Sprintf("old %d same %v sw %v del %v carried %d", p.old, p.same, p.sw, p.del, len(p.carried)))
+	return strings.Join(out, "\n")
+}
+
+// ruleTexts is the text of each of c's rules.
+func (c *Chain) ruleTexts() []string {
+	var out []string
+	for _, r := range c.rules {
+		out = append(out, r.text)
+	}
+	return out
+}
+
+// TestLoadSharedTemplatesAreTheFullPlans runs TestLoadSharedEqualsRestore
+// (whose nodes each load three namespaces alike) comparing every plan
+// made from a template (another namespace's plan, by the shape of its own
+// chains) with the plan the full checks make on the same table, and
+// asserting that templates were used, with carried chains among them.
+func TestLoadSharedTemplatesAreTheFullPlans(t *testing.T) {
+	before := templateLoads
+	carried := 0
+	checkTemplate = func(full, p *loadPlan, fullErr, err error) {
+		require.NoError(t, fullErr)
+		require.NoError(t, err)
+		assert.Equal(t, planKeyOf(full), planKeyOf(p))
+		if p.carried != nil {
+			carried++
+		}
+	}
+	defer func() { checkTemplate = nil }()
+	TestLoadSharedEqualsRestore(t)
+	assert.Greater(t, templateLoads-before, 0, "loads planned from a template")
+	assert.Positive(t, carried, "loads from a template carrying stale chains")
+}
+
+// TestReachShapesIntern: reaches equal in their targets, reached chains
+// (hooks and depths) and own chains share one shape; a reach differing
+// in any of them has another.
+func TestReachShapesIntern(t *testing.T) {
+	mk := func(f func(r *ownReach)) *reachShape {
+		r := &ownReach{targets: []string{"KUBE-POSTROUTING", "KUBE-SERVICES"},
+			reached: []reached{{name: "KUBE-SERVICES", hooks: 3, depth: 1}, {name: "KUBE-POSTROUTING", hooks: 16, depth: 1}},
+			chains:  []ownChain{{name: "FLANNEL-POSTRTG"}, {name: "OUTPUT", builtin: true}, {name: "PREROUTING", builtin: true}}}
+		if f != nil {
+			f(r)
+		}
+		r.intern()
+		return r.shape
+	}
+	base := mk(nil)
+	assert.Same(t, base, mk(nil))
+	for name, f := range map[string]func(r *ownReach){
+		"a target":        func(r *ownReach) { r.targets = r.targets[:1] },
+		"a reached depth": func(r *ownReach) { r.reached[1].depth = 2 },
+		"a reached hook":  func(r *ownReach) { r.reached[0].hooks = 1 },
+		"a chain":         func(r *ownReach) { r.chains = r.chains[1:] },
+		"built-in or not": func(r *ownReach) { r.chains[0].builtin = true },
+	} {
+		assert.NotSame(t, base, mk(f), name)
+	}
+}
+
+// TestLoadSharedWithoutTemplates runs TestLoadSharedEqualsRestore with
+// every load checked in full: the namespaces end the same either way.
+func TestLoadSharedWithoutTemplates(t *testing.T) {
+	loadTemplates = false
+	defer func() { loadTemplates = true }()
+	before := templateLoads
+	TestLoadSharedEqualsRestore(t)
+	assert.Equal(t, before, templateLoads)
 }
 
 // checkBookkeeping checks what a patched ruleset keeps of its chains
