@@ -840,7 +840,7 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 			}
 		}
 	}
-	if e.ManipPacket(p, info, s.manip) && p.Trace != nil {
+	if e.Status&conntrack.StatusNATMask != 0 && e.ManipPacket(p, info, s.manip) && p.Trace != nil {
 		what := s.manip.String()
 		if info.Reply() {
 			what = "un-" + conntrack.Manip(1-s.manip).String()

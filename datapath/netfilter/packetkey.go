@@ -23,47 +23,53 @@ import (
 // accepts the packet at all; k is unset when it does not.
 func (s *tableHook) keyOf(p *datapath.Packet, k *flowKey) (uint64, bool) {
 	f := p.Frame()
-	if len(f) < datapath.EthHdrLen+20 || f[12] != 0x08 || f[13] != 0 {
+	if len(f) < datapath.EthHdrLen+20 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
 		return 0, false
 	}
 	ip := f[datapath.EthHdrLen:]
 	ihl := int(ip[0]&0xf) * 4
-	tot := int(ip[2])<<8 | int(ip[3])
+	tot := int(binary.BigEndian.Uint16(ip[2:]))
 	if ihl < 20 || ihl > len(ip) {
 		return 0, false
 	}
 	if tot > len(ip) || tot < ihl {
 		tot = len(ip)
 	}
-	mask := s.keyMask()
+	if s.maskGen != s.nf.gen+1 {
+		s.keyMask()
+	}
+	mask := s.mask
 	// The words as setKey packs them: l4 is the protocol, TCP flags<<8,
 	// ICMP code<<16 and type<<24, fragment<<32, L4 header present<<33;
 	// ports the source port<<48, the destination port<<32 and the mark.
-	proto := ip[9]
+	// hw is the header's identification, flags and fragment offset, TTL
+	// and protocol (bytes 4 to 11).
+	hw := binary.BigEndian.Uint64(ip[4:12])
+	proto := uint8(hw >> 16)
 	l4 := uint64(proto)
 	var ports uint64
-	if ip[6]&0x1f != 0 || ip[7] != 0 {
+	if hw>>32&0x1fff != 0 {
 		l4 |= 1 << 32
-	} else {
-		h := ip[ihl:tot]
+	} else if h, n := ip[ihl:], tot-ihl; n >= 4 {
+		// Every protocol init reads is there from 4 bytes on (ICMP)
+		// or more (TCP 20, UDP 8, SCTP 12).
+		w := binary.BigEndian.Uint32(h)
 		switch proto {
 		case datapath.ProtoTCP:
-			if len(h) >= 20 {
-				ports = uint64(binary.BigEndian.Uint32(h)) << 32
+			if n >= 20 {
+				ports = uint64(w) << 32
 				l4 |= uint64(h[13])<<8 | 1<<33
 			}
 		case datapath.ProtoUDP:
-			if len(h) >= 8 {
-				ports = uint64(binary.BigEndian.Uint32(h)) << 32
+			if n >= 8 {
+				ports = uint64(w) << 32
 				l4 |= 1 << 33
 			}
 		case datapath.ProtoICMP:
-			if len(h) >= 4 {
-				l4 |= uint64(h[0])<<24 | uint64(h[1])<<16 | 1<<33
-			}
+			l4 |= uint64(w>>16)<<16 | 1<<33
 		case datapath.ProtoSCTP:
-			if len(h) >= 12 {
-				ports = uint64(binary.BigEndian.Uint32(h)) << 32
+			if n >= 12 {
+				ports = uint64(w) << 32
 				l4 |= 1 << 33
 			}
 		}
@@ -81,7 +87,6 @@ func (s *tableHook) keyOf(p *datapath.Packet, k *flowKey) (uint64, bool) {
 			}
 		}
 	}
-	k.l4 = l4
 	if mask&(kIn|kOut) != 0 {
 		var in, out *datapath.Device
 		switch s.hook {
@@ -105,6 +110,7 @@ func (s *tableHook) keyOf(p *datapath.Packet, k *flowKey) (uint64, bool) {
 	if mask&kAddrs != 0 {
 		k.agen = s.nf.ns.AddrGen() + 1
 	}
+	k.l4 = l4
 	return uint64(tot), true
 }
 
