@@ -738,11 +738,11 @@ func (s *hookStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdi
 		return s.nf.finish(c, s.nf.runTable(c))
 	}
 	var k flowKey
-	plen, ok := s.keyOf(p, &k)
+	sl, plen, ok := s.lookup(p, &k)
 	if !ok {
 		return datapath.VerdictContinue
 	}
-	if sl := s.cached(&k); sl != nil {
+	if sl != nil {
 		s.repeat(sl, p, plen)
 		return datapath.VerdictContinue
 	}
@@ -823,9 +823,9 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 				// A walk that set up no binding (the flow cache holds
 				// no other) is repeatable.
 				var k flowKey
-				if plen, ok := s.keyOf(p, &k); !ok {
+				if sl, plen, ok := s.lookup(p, &k); !ok {
 					continue
-				} else if sl := s.cached(&k); sl != nil {
+				} else if sl != nil {
 					s.repeat(sl, p, plen)
 					continue
 				}

@@ -12,25 +12,26 @@ import (
 // packet's, on both nodes), and at all but one of them (the nat walk that
 // picks the Service endpoint) the flow cache holds the walk. The hooks'
 // Process look the walk up by a key read straight from the packet's bytes
-// (keyOf) and repeat it; only a miss fills the evaluation context (init)
+// (lookup) and repeat it; only a miss fills the evaluation context (init)
 // and walks the rules. The key is the one init followed by setKey gives
-// (TestKeyOfIsInitSetKey), so the cache holds and answers the same walks
+// (TestLookupKeyIsInitSetKey), so the cache holds and answers the same walks
 // either way.
 
-// keyOf sets k to the flow key of p at the hook, with the fields the
+// lookup sets k to the flow key of p at the hook, with the fields the
 // hook's rules read (keyMask): what init followed by setKey sets it to.
-// It returns the packet length init takes (plen) and whether init
+// It returns the flow cache's slot holding the walk for k at the ruleset
+// generation (nil for none: replay's lookup), the packet length init takes (plen), and whether init
 // accepts the packet at all; k is unset when it does not.
-func (s *tableHook) keyOf(p *datapath.Packet, k *flowKey) (uint64, bool) {
+func (s *tableHook) lookup(p *datapath.Packet, k *flowKey) (*flowSlot, uint64, bool) {
 	f := p.Frame()
 	if len(f) < datapath.EthHdrLen+20 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
-		return 0, false
+		return nil, 0, false
 	}
 	ip := f[datapath.EthHdrLen:]
 	ihl := int(ip[0]&0xf) * 4
 	tot := int(binary.BigEndian.Uint16(ip[2:]))
 	if ihl < 20 || ihl > len(ip) {
-		return 0, false
+		return nil, 0, false
 	}
 	if tot > len(ip) || tot < ihl {
 		tot = len(ip)
@@ -111,26 +112,22 @@ func (s *tableHook) keyOf(p *datapath.Packet, k *flowKey) (uint64, bool) {
 		k.agen = s.nf.ns.AddrGen() + 1
 	}
 	k.l4 = l4
-	return uint64(tot), true
-}
-
-// cached returns the flow cache's slot holding the walk for k at the
-// current ruleset generation, or nil (replay's lookup).
-func (s *tableHook) cached(k *flowKey) *flowSlot {
+	// The flow cache's two ways for k (here, not in a function of
+	// their own: the call cost more than the lookup).
 	if s.cache == nil {
-		return nil
+		return nil, uint64(tot), true
 	}
 	i := k.slot()
 	sl := &s.cache[i]
 	if !sl.valid || sl.gen != s.nf.gen || !sl.key.equal(k) {
 		if sl = &s.cache[i^1]; !sl.valid || sl.gen != s.nf.gen || !sl.key.equal(k) {
-			return nil
+			return nil, uint64(tot), true
 		}
 	}
-	return sl
+	return sl, uint64(tot), true
 }
 
-// walk is run for a packet whose key k (keyOf) the flow cache holds no
+// walk is run for a packet whose key k (lookup) the flow cache holds no
 // walk for, c being init for it: the walk is run, recorded and kept if it
 // may be repeated.
 func (s *tableHook) walk(c *evalCtx, k *flowKey) verdict {

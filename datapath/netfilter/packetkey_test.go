@@ -10,7 +10,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 )
 
-// TestKeyOfIsInitSetKey: the key the hooks look the flow cache up by,
+// TestLookupKeyIsInitSetKey: the key the hooks look the flow cache up by,
 // read from the packet's bytes, is the one init followed by setKey gives,
 // for every hook and key mask and for packets of every shape init looks
 // at: each protocol, IP options, fragments, truncated and padded packets,
@@ -18,7 +18,7 @@ import (
 // marks, devices, and conntrack entries of the table (both directions,
 // NATed and not) and of another. So is the length replayed counters add,
 // and whether the packet is walked at all.
-func TestKeyOfIsInitSetKey(t *testing.T) {
+func TestLookupKeyIsInitSetKey(t *testing.T) {
 	tp := newTopo(t, conntrack.Config{})
 	tp.restore(t, dnatRules)
 	send(t, tp.client, udpPacket(ipClient, ipVIP, 40000, 53, []byte("q")), nil)
@@ -49,7 +49,8 @@ func TestKeyOfIsInitSetKey(t *testing.T) {
 	}
 	devs := []*datapath.Device{nil, tp.host.Device("h1"), tp.host.Device("h2")}
 	rng := rand.New(rand.NewPCG(12, 1))
-	var walked, l4ok, frag, tracked int
+	var caches [2][flowSlots]flowSlot
+	var walked, l4ok, frag, tracked, hits int
 	for range 20000 {
 		b := append([]byte{}, bases[rng.IntN(len(bases))]...)
 		switch rng.IntN(8) {
@@ -79,11 +80,17 @@ func TestKeyOfIsInitSetKey(t *testing.T) {
 		p.Local = rng.IntN(2) == 0
 		p.CT = cts[rng.IntN(len(cts))]
 		mask := uint16(rng.IntN(kAll + 1))
+		if rng.IntN(3) == 0 {
+			mask &= kDst | kDport // keys many packets share, for the cache to hold
+		}
 		s := &tableHook{nf: tp.nf, t: tp.nf.Table(NAT), hook: datapath.Hook(rng.IntN(5)),
 			mask: mask, kw: wordsOf(mask), maskGen: tp.nf.gen + 1}
 
+		if rng.IntN(2) == 0 {
+			s.cache = &caches[rng.IntN(len(caches))]
+		}
 		var got flowKey
-		plen, ok := s.keyOf(p, &got)
+		sl, plen, ok := s.lookup(p, &got)
 		var c evalCtx
 		require.Equal(t, c.init(tp.nf, nil, p, s.t, s.hook), ok, "walked, %x", frame)
 		if ok {
@@ -91,6 +98,26 @@ func TestKeyOfIsInitSetKey(t *testing.T) {
 			c.setKey(&want, mask, &s.kw)
 			require.Equal(t, want, got, "key of %x at %v, mask %#x", frame, s.hook, mask)
 			require.Equal(t, c.plen, plen, "length of %x", frame)
+			// The slot is the one of the key's two ways holding it
+			// at this generation, if either does.
+			var held *flowSlot
+			if s.cache != nil {
+				for _, i := range []int{got.slot(), got.slot() ^ 1} {
+					if x := &s.cache[i]; held == nil && x.valid && x.gen == tp.nf.gen && x.key == got {
+						held = x
+					}
+				}
+				if held != nil {
+					hits++
+				}
+			}
+			require.Same(t, held, sl)
+			if sl == nil && rng.IntN(2) == 0 {
+				// Keep the key, in one of its ways, at this
+				// generation or an older one.
+				c := &caches[rng.IntN(len(caches))]
+				c[got.slot()^rng.IntN(2)] = flowSlot{key: got, valid: true, gen: tp.nf.gen - uint64(rng.IntN(2))}
+			}
 			walked++
 			if c.l4ok {
 				l4ok++
@@ -112,4 +139,5 @@ func TestKeyOfIsInitSetKey(t *testing.T) {
 	require.Less(t, l4ok, walked)
 	require.Greater(t, frag, 100)
 	require.Greater(t, tracked, 1000)
+	require.Greater(t, hits, 40)
 }
