@@ -236,6 +236,9 @@ func (ns *Netns) newNeigh(k neighKey, dev *Device, st NeighState) *neighEntry {
 	}
 	e := &neighEntry{key: k, ns: ns, dev: dev, state: st, updated: now, used: now,
 		confirmed: now - 2*ReachableTime}
+	if ns.neigh.m == nil {
+		ns.neigh.m = map[neighKey]*neighEntry{}
+	}
 	ns.neigh.m[k] = e
 	t.entries++
 	if v := dev.vx; v != nil && v.mesh != nil {

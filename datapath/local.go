@@ -89,11 +89,6 @@ func (s *sockets) tcpListener(port uint16) *TCPListener {
 	return l
 }
 
-func (s *sockets) init() {
-	s.udp = map[uint16]*UDPSocket{}
-	s.tcp = map[uint16]*TCPListener{}
-}
-
 // ErrAddrInUse is returned when a port is already bound in the namespace:
 // containers of one pod share a namespace and cannot both bind a port.
 type ErrAddrInUse struct {
@@ -113,6 +108,9 @@ func (ns *Netns) ListenUDP(port uint16, echo bool) (*UDPSocket, error) {
 		return nil, &ErrAddrInUse{Netns: ns.Name, Proto: "udp", Port: port}
 	}
 	s := &UDPSocket{Port: port, Echo: echo}
+	if ns.sockets.udp == nil {
+		ns.sockets.udp = map[uint16]*UDPSocket{}
+	}
 	ns.sockets.udp[port] = s
 	ns.sockets.udpHit = nil
 	return s, nil
@@ -124,6 +122,9 @@ func (ns *Netns) ListenTCP(port uint16) (*TCPListener, error) {
 		return nil, &ErrAddrInUse{Netns: ns.Name, Proto: "tcp", Port: port}
 	}
 	l := &TCPListener{Port: port}
+	if ns.sockets.tcp == nil {
+		ns.sockets.tcp = map[uint16]*TCPListener{}
+	}
 	ns.sockets.tcp[port] = l
 	ns.sockets.tcpHit = nil
 	return l, nil

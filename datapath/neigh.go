@@ -102,8 +102,6 @@ type neighTable struct {
 	m map[neighKey]*neighEntry
 }
 
-func (t *neighTable) init() { t.m = map[neighKey]*neighEntry{} }
-
 func (t *neighTable) get(dev int, ip [4]byte) *neighEntry { return t.m[mkNeighKey(dev, ip)] }
 
 // Neighbor is a neighbour entry as `ip neigh show` lists it.

@@ -78,8 +78,13 @@ type Netns struct {
 // NewNetns creates a namespace with a loopback device lo (127.0.0.1/8, up),
 // as `ip netns add` plus `ip link set lo up` does.
 func (e *Engine) NewNetns(node, name string) *Netns {
+	devs := make([]*Device, 6)
 	ns := &Netns{
 		Name: name, Node: node, e: e,
+		// A pod's namespace holds lo and eth0 (ifindexes 1 and 2) and
+		// their two addresses: room for them in two allocations. The
+		// socket and neighbour maps are made by their first entry.
+		devs: devs[:0:2], byIndex: devs[2:2:6], addrs: make([]Addr, 0, 2),
 		byName: map[string]*Device{},
 		local:  map[[4]byte]*Device{},
 		bcast:  map[[4]byte]bool{},
@@ -88,9 +93,7 @@ func (e *Engine) NewNetns(node, name string) *Netns {
 	// A route change changes the configuration generation: the replays
 	// (fastpath.go) need not check each namespace's table.
 	ns.Routes.SetNotify(&e.cfgGen)
-	ns.neigh.init()
 	ns.arp = e.arpTable(node)
-	ns.sockets.init()
 	lo, _ := ns.addDevice("lo", KindLoopback, MAC{}, 65536)
 	lo.up = true
 	ns.lo = lo
