@@ -602,6 +602,9 @@ type PodSpec struct {
 // Pod is a running pod: a network namespace held by its pause container and
 // shared by its containers, wired by the CNI plugins.
 type Pod struct {
+	// Spec is the pod as the kubelet read it from its object; its Labels
+	// map is the stored object's (read it, do not modify it: LabelPod
+	// changes a pod's labels).
 	Spec        PodSpec
 	Node        *Node
 	Netns       *datapath.Netns

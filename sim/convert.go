@@ -52,13 +52,15 @@ func podObject(spec PodSpec) *corev1.Pod {
 }
 
 // podSpecOf is what the runtime needs of a v1.Pod: its sandbox and the
-// ports its containers bind.
+// ports its containers bind. Its Labels are the object's own map (p is
+// the stored object, which no write modifies: a label change stores a new
+// map), not a copy.
 func podSpecOf(p *corev1.Pod) PodSpec {
 	var echo []string // the annotation's ports; none without it
 	if a := p.Annotations[EchoPortsAnnotation]; a != "" {
 		echo = strings.Split(a, ",")
 	}
-	spec := PodSpec{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: maps.Clone(p.Labels), HostNetwork: p.Spec.HostNetwork}
+	spec := PodSpec{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: p.Labels, HostNetwork: p.Spec.HostNetwork}
 	for _, c := range p.Spec.Containers {
 		ct := Container{Name: c.Name}
 		for _, port := range c.Ports {
