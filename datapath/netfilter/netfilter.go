@@ -266,6 +266,8 @@ type Netfilter struct {
 	// filterT and natT are tables[Filter] and tables[NAT], which
 	// kube-proxy's syncs of thousands of nodes look up (no map probe).
 	filterT, natT *Table
+	// plans is LoadShared's scratch (empty between loads).
+	plans []loadPlan
 }
 
 // checkedRule is what parsing one Check's arguments gave: the rule's

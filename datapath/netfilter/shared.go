@@ -1256,7 +1256,10 @@ var ErrNotLoaded = errors.New("netfilter: shared ruleset not loadable onto the t
 // chains that changed, not of the ruleset. ErrNotLoaded when it cannot
 // tell (nothing changed then).
 func (nf *Netfilter) LoadShared(loads ...Load) error {
-	plans := make([]loadPlan, 0, 4) // (on the stack for kube-proxy's two tables)
+	// The plans in the namespace's scratch (none made per load), let go
+	// of when done.
+	plans := nf.plans[:0]
+	defer func() { clear(plans); nf.plans = plans[:0] }()
 	for i, l := range loads {
 		for _, o := range loads[:i] {
 			if o.Set.table == l.Set.table {
@@ -1300,6 +1303,9 @@ type loadPlan struct {
 	// to outside own is swapped or deleted, so none changes target.
 	old  int
 	same bool
+	// addOwn: own is t's chains, and the chains carried are added to
+	// them at commit (a plan from a template: no map made per table).
+	addOwn bool
 }
 
 // resolve returns the chain c (a chain of t or of its ruleset, as a jump
@@ -1574,16 +1580,13 @@ func (tp *loadTemplate) apply(p *loadPlan) error {
 		for _, name := range tp.carried {
 			carried[name] = &Chain{Name: name}
 		}
-		p.carried = carried
-		own = make(map[string]*Chain, len(t.chains)+len(carried))
-		maps.Copy(own, t.chains)
+		p.carried, p.addOwn = carried, true
 		jumps := slices.Grow(slices.Clip(reach.jumps), 2*len(carried))
 		for _, name := range tp.carried {
 			c := carried[name]
 			if !p.carry(c, b.chains[name]) {
 				return ErrNotLoaded // (as planned: not reached)
 			}
-			own[name] = c
 			for _, rl := range c.rules {
 				if tc := rl.target.chain; tc != nil {
 					jumps = append(jumps, ownJump{in: c, to: tc, r: rl})
@@ -1596,9 +1599,20 @@ func (tp *loadTemplate) apply(p *loadPlan) error {
 	p.own, p.reach, p.old = own, reach, len(t.reach.jumps)
 	templateLoads++
 	if checkReach != nil {
-		checkReach(t, reach, tp.carried != nil, own, p.resolve)
+		checkReach(t, reach, tp.carried != nil, p.ownAfter(), p.resolve)
 	}
 	return nil
+}
+
+// ownAfter is the namespace's chains as p leaves them (for tests: a
+// copy when the chains carried are added at commit).
+func (p *loadPlan) ownAfter() map[string]*Chain {
+	if !p.addOwn {
+		return p.own
+	}
+	own := maps.Clone(p.own)
+	maps.Copy(own, p.carried)
+	return own
 }
 
 // carry makes c, a chain carried from the previous ruleset, a copy of
@@ -1717,6 +1731,11 @@ func (nf *Netfilter) commitLoad(p *loadPlan) {
 			if rc := p.resolve(j.to); rc != j.to {
 				j.r.target.chain, j.to = rc, rc
 			}
+		}
+	}
+	if p.addOwn {
+		for name, c := range carried {
+			p.own[name] = c // (own is t.chains)
 		}
 	}
 	t.chains, t.base, t.views, t.reach = p.own, s, views, reach

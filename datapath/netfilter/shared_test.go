@@ -761,7 +761,8 @@ func TestLoadSharedSwappedChecksAreTheFullOnes(t *testing.T) {
 // name, another by identity), and the rest of the plan.
 func planKeyOf(p *loadPlan) string {
 	var out []string
-	for name, c := range p.own {
+	own := p.ownAfter()
+	for name, c := range own {
 		line := "own " + name
 		if p.carried[name] == c {
 			line += fmt.Sprintf(" carried %v %q", c.ctr, c.ruleTexts())
@@ -781,7 +782,7 @@ func planKeyOf(p *loadPlan) string {
 	}
 	for i, j := range p.reach.jumps {
 		to := fmt.Sprintf("%p", j.to)
-		if p.own[j.to.Name] == j.to || p.carried[j.to.Name] == j.to {
+		if own[j.to.Name] == j.to {
 			to = "own " + j.to.Name
 		}
 		pos := i < p.old
@@ -789,6 +790,15 @@ func planKeyOf(p *loadPlan) string {
 	}
 	slices.Sort(out)
 	out = append(out, fmt.Sprintf("old %d same %v sw %v del %v carried %d", p.old, p.same, p.sw, p.del, len(p.carried)))
+	if p.addOwn {
+		// The table's map, to which commit adds the chains carried,
+		// holds none of them yet.
+		for name := range p.carried {
+			if p.own[name] != nil {
+				out = append(out, "carried chain already added: "+name)
+			}
+		}
+	}
 	return strings.Join(out, "\n")
 }
 
