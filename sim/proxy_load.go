@@ -1093,7 +1093,8 @@ func (cn *proxyCanon) staleIn(t *netfilter.Table, s *netfilter.Shared) []string 
 func (p *iptablesProxier) loadCanon(cn *proxyCanon, cfg kubeproxy.Config, full bool, clean func(bool) bool) (bool, error) {
 	n := p.n
 	d := everyChain
-	var tries []*[2]*netfilter.Shared
+	var buf [2]*[2]*netfilter.Shared // (tries, made on the stack)
+	tries := buf[:0]
 	if full {
 		sets := p.c.fullSets(cn, cfg)
 		if sets == nil {

@@ -137,7 +137,7 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		}
 		return sinceKeys[nsName{ns, name}]
 	}
-	if err := t.validate(&cfg, snap, changed); err != nil {
+	if err := t.validate(&cfg, snap, changed, since == nil); err != nil {
 		t.ok = false
 		return nil, err
 	}
@@ -225,8 +225,11 @@ func (t *Tracker) reset(cfg Config) {
 
 // validate is validateSnapshot for the Services changed (the others were
 // valid at the last sync, with the same configuration): the same first
-// error.
-func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name string) bool) error {
+// error. Unless all changed, only the Services changed are checked for
+// duplicates too: a Service whose name is taken twice differs from what
+// the last sync saw (one Service of that name), so it is among them, and
+// the unchanged ones were unique.
+func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name string) bool, all bool) error {
 	if err := validateConfig(cfg); err != nil {
 		return err
 	}
@@ -241,6 +244,8 @@ func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name str
 			if err := validateService(cfg, s); err != nil {
 				return err
 			}
+		} else if !all {
+			continue
 		}
 		k := nsName{s.Namespace, s.Name}
 		if seen[k] == at {

@@ -308,3 +308,36 @@ func TestTrackerWritingEqualsGenerate(t *testing.T) {
 	assert.Positive(t, hits, "Rules handed back again")
 	assert.Positive(t, redescribed, "Rules made from the last ones, ports described anew")
 }
+
+// TestTrackerChecksDuplicatesOfTheChanged: with the Services changed
+// known, the duplicate check looks at those only (one of 300 here), and
+// still finds a Service named twice among them.
+func TestTrackerChecksDuplicatesOfTheChanged(t *testing.T) {
+	snap := bigSnapshot(300, 1)
+	cfg := Config{NodeName: "cka-w1", NodeIPs: []netip.Addr{netip.MustParseAddr("192.168.56.11")}, ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}
+	tr := &Tracker{}
+	_, err := tr.Generate(cfg, snap, nil, nil)
+	require.NoError(t, err)
+	stamped := func() int {
+		n := 0
+		for _, at := range tr.seen {
+			if at == tr.seenAt {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 300, stamped(), "a full sync checks every Service")
+	next := snap
+	next.EndpointSlices = slices.Clone(snap.EndpointSlices)
+	next.EndpointSlices[7].Endpoints = nil
+	_, err = tr.Generate(cfg, next, changedBetween(snap, next), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, stamped(), "only the Service changed is checked")
+	dup := next
+	dup.Services = append(slices.Clone(next.Services), next.Services[7])
+	_, err = tr.Generate(cfg, dup, changedBetween(next, dup), nil)
+	var verr *ValidationError
+	require.ErrorAs(t, err, &verr)
+	assert.Equal(t, "metadata.name", verr.Field)
+}
