@@ -1108,11 +1108,26 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 				s.names = slices.Delete(s.names, i, i+1)
 			}
 		}
+		// The new ones merged in one pass (not inserted one by one into
+		// tens of thousands: a batch of Services adds thousands).
+		var added []string
 		for name := range repl {
 			if prev.chains[name] == nil {
-				i, _ := slices.BinarySearch(s.names, name)
-				s.names = slices.Insert(s.names, i, name)
+				added = append(added, name)
 			}
+		}
+		if len(added) > 0 {
+			slices.Sort(added)
+			merged := make([]string, 0, len(s.names)+len(added))
+			i := 0
+			for _, name := range s.names {
+				for i < len(added) && added[i] < name {
+					merged = append(merged, added[i])
+					i++
+				}
+				merged = append(merged, name)
+			}
+			s.names = append(merged, added[i:]...)
 		}
 	} else {
 		s.names = prev.names
