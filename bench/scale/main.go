@@ -207,6 +207,13 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 	}
 	fmt.Fprintf(os.Stderr, "pods phase: %.1f M objects allocated (%.0f per pod), %d GCs, %.2f GiB heap at its end\n",
 		float64(msPods.Mallocs-msNodes.Mallocs)/1e6, float64(msPods.Mallocs-msNodes.Mallocs)/float64(max(total, 1)), msPods.NumGC-msNodes.NumGC, float64(msPods.HeapAlloc)/(1<<30))
+	if f := os.Getenv("SCALE_SERVICES_PROFILE"); f != "" {
+		// The Services phase alone (CPU profile).
+		if pf, err := os.Create(f); err == nil {
+			pprof.StopCPUProfile()
+			_ = pprof.StartCPUProfile(pf)
+		}
+	}
 	specs := make([]sim.ServiceSpec, services)
 	for i := range specs {
 		specs[i] = sim.ServiceSpec{Selector: map[string]string{"group": strconv.Itoa(i % groups)}, Service: kubeproxy.Service{
@@ -216,6 +223,9 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 	svcs, err := c.AddServices(specs)
 	if err != nil {
 		return err
+	}
+	if os.Getenv("SCALE_SERVICES_PROFILE") != "" {
+		pprof.StopCPUProfile()
 	}
 	build := time.Since(start)
 	tSvcs := build - tNodes - tPods
