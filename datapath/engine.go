@@ -111,7 +111,10 @@ type Engine struct {
 	// when nothing queued was due before it (the fifo empty, the heap's
 	// top later than now): it is the next event whatever the running one
 	// does after (what it schedules comes later in sequence), so it runs
-	// as soon as the running one returns, without the fifo (handOn). inl
+	// as soon as the running one returns, without the fifo (handOn). A
+	// replay's hand-over across a delay may be next too (handOnLater),
+	// at its later time: runNext checks then that nothing is due before
+	// it. inl
 	// is how many more events the running one may hand on so (RunUntil's
 	// event limit; 0 outside RunUntil, so Step runs one event), inlined
 	// how many it did, until RunUntil's bound.
@@ -121,7 +124,11 @@ type Engine struct {
 	nextFrom *fastEntry
 	inl      int
 	inlined  int
-	until    time.Duration
+	// nextDelay is the delay next was handed on across (handOnLater).
+	nextDelay time.Duration
+	// laterLinks counts the replays linkLater ran (for tests).
+	laterLinks uint64
+	until      time.Duration
 }
 
 // nowEvent is a packet event in the engine's fifo: an evRx for dev or an
@@ -409,16 +416,61 @@ func (e *Engine) handOn(kind eventKind, dev *Device, ns *Netns, p *Packet) {
 	e.nextFrom = nil
 }
 
-// runNext runs the events handed on (handOn) after the one that just ran.
+// handOnLater makes the receipt of p by dev after delay (> 0) the
+// engine's next, as handOn, for a replay (fastRun) whose hand-over
+// crosses a delay (the underlay's latency) when nothing queued is due by
+// then (laterFree): the event ends there, and runNext runs the receipt
+// at its time without the queue if nothing the rest of the event
+// scheduled is due by then, else queues it (queueNext) where
+// ScheduleRx would have. It takes the sequence number ScheduleRx would.
+func (e *Engine) handOnLater(delay time.Duration, dev *Device, p *Packet) {
+	e.seq++
+	e.fg++
+	e.inl--
+	e.inlined++
+	n := &e.next
+	n.at, n.seq, n.kind, n.dev, n.ns, n.pkt = e.now+delay, e.seq, evRx, dev, nil, p
+	e.nextFrom, e.nextDelay = nil, delay
+}
+
+// laterFree reports whether an event due at at (later than now) would
+// be the next to run: nothing is queued in the fifo or dq, the heap's
+// top is later (an event queued as early came first), and RunUntil's
+// bound lets it run.
+func (e *Engine) laterFree(at time.Duration) bool {
+	return e.fhead == len(e.fifo) && e.dhead == len(e.dq) && (len(e.queue) == 0 || e.queue[0].at > at) &&
+		(e.until < 0 || at <= e.until)
+}
+
+// runNext runs the events handed on (handOn, handOnLater) after the one
+// that just ran. One due later runs only if nothing queued is due by its
+// time (the running event may have queued more after handing it on);
+// else it is queued as ScheduleRx would have queued it, and counts no
+// more among the events this run handed on.
 func (e *Engine) runNext() {
 	w := &e.walk
 	for e.next.kind != 0 {
+		if at := e.next.at; at > e.now {
+			if !e.laterFree(at) {
+				e.inl++
+				e.inlined--
+				e.queueNext()
+				return
+			}
+			e.now = at
+		}
 		kind, dev, ns, p := e.next.kind, e.next.dev, e.next.ns, e.next.pkt
 		e.next.kind = 0 // the rest is overwritten by the next handOn
 		e.fg--
 		w.from, e.nextFrom = e.nextFrom, nil
 		if kind == evRx {
-			dev.receive(w, p)
+			if f := w.from; f != nil && f.term.x != 0 && f.linkLater(w, dev, p) {
+				// The replay of f crossed a delay and the receipt's
+				// replay last time holds: replayed without the device
+				// and the lookup (fastRun's link, across the delay).
+			} else {
+				dev.receive(w, p)
+			}
 		} else {
 			ns.sendLocal(w, p)
 		}
@@ -427,14 +479,29 @@ func (e *Engine) runNext() {
 }
 
 // queueNext puts an event handed on but not yet run back at the head of
-// the fifo (nothing queued precedes it): for a RunUntil or Step called
-// while an event runs.
+// the fifo (nothing queued precedes it), or one handed on across a delay
+// into the heap: for a RunUntil or Step called while an event runs, and
+// for runNext when something queued is due before it.
 func (e *Engine) queueNext() {
 	if e.next.kind == 0 {
 		return
 	}
 	ev := e.next
 	e.next, e.nextFrom = nowEvent{}, nil
+	if ev.at > e.now {
+		// Handed on across a delay (handOnLater): queued in its place
+		// among the events of its time, in the dq as ScheduleRx would
+		// have queued it if the dq is still empty (what was scheduled
+		// since comes later), else in the heap.
+		if e.dhead == len(e.dq) {
+			e.dq, e.dhead, e.dDelay = e.dq[:0], 0, e.nextDelay
+			e.dq = append(e.dq, ev)
+			return
+		}
+		e.fg-- // pushSeq counts it again
+		e.pushSeq(event{at: ev.at, seq: ev.seq, kind: ev.kind, dev: ev.dev, ns: ev.ns, pkt: ev.pkt})
+		return
+	}
 	if e.fhead > 0 {
 		e.fhead--
 		e.fifo[e.fhead] = ev

@@ -48,3 +48,8 @@ func (ns *Netns) StateDigest() string {
 // frame on check the frame against the linked entry's key too, and panic
 // where the two disagree (TestFastPathEquivalence).
 func SetCheckLinks(on bool) { checkLinks = on }
+
+// LaterLinks is the number of replays e ran linked across a delay
+// (linkLater): a frame handed over the underlay replayed at its receipt
+// without the queue, the device and the lookup.
+func LaterLinks(e *Engine) uint64 { return e.laterLinks }

@@ -836,6 +836,26 @@ func (l *fastEntry) linkHolds(w *Walk, p *Packet) bool {
 	return ok
 }
 
+// linkLater replays e.link for p, the frame e's replay handed on to dev
+// across a delay (handOnLater), now that its time has come, if it is the
+// entry that receipt replayed last time and it holds (linkHolds: the
+// frame is e's, as for a hand-over without delay), and reports whether
+// it did; runNext otherwise has dev receive p. What Device.receive tests
+// before its lookup the configuration generation covers (the device up,
+// in a namespace, the fast path on), or the frame by construction (its
+// length, no trace).
+func (e *fastEntry) linkLater(w *Walk, dev *Device, p *Packet) bool {
+	l := e.link
+	if l == nil || l.stamp != e.linkStamp || l.dev != dev || !l.linkHolds(w, p) {
+		return false
+	}
+	w.from = nil
+	w.e.laterLinks++
+	l.tbl.hits++
+	w.fastRun(l, p)
+	return true
+}
+
 // fastRun applies e's effects to p, which matched e's key, e's checks
 // holding, and hands p over (or delivers it). When that hands a frame on
 // to a device as the next event (Engine.handOn: the frame itself, or the
@@ -893,6 +913,14 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 				continue
 			}
 			eng.handOn(evRx, e.term.dev, nil, p)
+			eng.nextFrom = e
+			return
+		case e.term.x > 0 && eng.inl > 0 && eng.next.kind == 0:
+			// The hand-over crosses a delay: the receipt is the next
+			// event, at its time, if nothing is due before it when
+			// this event ends (runNext decides, and replays e.link
+			// there if it holds: linkLater).
+			eng.handOnLater(time.Duration(e.term.x), e.term.dev, p)
 			eng.nextFrom = e
 			return
 		default:

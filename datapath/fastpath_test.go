@@ -220,6 +220,18 @@ func TestFastPathEquivalence(t *testing.T) {
 			require.NoError(t, w.r.W1.Netfilter.Exec("filter", args...))
 		}}
 	}
+	// across makes s require, in the fast world, that some frame crossing
+	// the underlay was replayed at its receipt linked from the sending
+	// node's replay (Engine.handOnLater, linkLater).
+	across := func(s fastStep) fastStep {
+		return fastStep{s.name + " (linked across the underlay)", func(t *testing.T, w *fastWorld) {
+			l := datapath.LaterLinks(w.r.World.Engine)
+			s.do(t, w)
+			if w.fast {
+				require.Greater(t, datapath.LaterLinks(w.r.World.Engine), l, "replays linked across the underlay")
+			}
+		}}
+	}
 	steps := []fastStep{
 		dial("clusterip", client, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 40000, 80),
 		write("clusterip", 20, false),
@@ -263,7 +275,7 @@ func TestFastPathEquivalence(t *testing.T) {
 		dial("nodeport", outside, func(w *fastWorld) netip.Addr { return w.r.W1.InternalIP }, 41000, scenarios.WebNodePort),
 		write("nodeport", 20, false),
 		udp("udp same node", web1, 42000, 20),
-		udp("udp cross node with echoes", web2, 42001, 20),
+		across(udp("udp cross node with echoes", web2, 42001, 20)),
 		write("clusterip", 3, true),
 		write("clusterip", 10, false),
 		advance(31 * time.Second), // neighbours turn STALE on use
@@ -275,7 +287,7 @@ func TestFastPathEquivalence(t *testing.T) {
 		exec("-I", "FORWARD", "-p", "udp", "--dport", "9000", "-j", "DROP"),
 		udp("udp cross node dropped", web2, 42001, 5),
 		exec("-D", "FORWARD", "-p", "udp", "--dport", "9000", "-j", "DROP"),
-		udp("udp cross node again", web2, 42001, 10),
+		across(udp("udp cross node again", web2, 42001, 10)),
 		// The decapsulating side's device, set directly: the replay's
 		// decapsulation (fastDecap) reads it as deliver does.
 		fastStep{"cka-w2's flannel.1 VNI set directly", func(t *testing.T, w *fastWorld) { w.r.W2.Host.Device("flannel.1").VXLAN().VNI++ }},
@@ -373,11 +385,12 @@ func TestFastPathEquivalence(t *testing.T) {
 		// The flow is forwarded again, and replayed on both nodes: the
 		// steps below test the fast path, not two worlds dropping alike.
 		change("udp cross node replayed at cka-w1 and cka-w2", func(t *testing.T, w *fastWorld) {
-			h1, h2 := w.r.W1.Host.FastHits(), w.r.W2.Host.FastHits()
+			h1, h2, l := w.r.W1.Host.FastHits(), w.r.W2.Host.FastHits(), datapath.LaterLinks(w.r.World.Engine)
 			udpX.do(t, w)
 			if w.fast {
 				require.Greater(t, w.r.W1.Host.FastHits(), h1, "replays on cka-w1")
 				require.Greater(t, w.r.W2.Host.FastHits(), h2, "replays on cka-w2")
+				require.Greater(t, datapath.LaterLinks(w.r.World.Engine), l, "replays linked across the underlay")
 			}
 		}),
 		change("ip_forward off on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = false }),
@@ -590,6 +603,58 @@ func TestFastPathEquivalence(t *testing.T) {
 			}
 			udp("", web1, 42000, 2).do(t, w)
 		}),
+		// A frame crossing the underlay when RunUntil's bound comes, and
+		// one whose receipt is due at the instant of a timer queued
+		// before it (the timer runs first), with its replay linked.
+		across(change("RunUntil stops while a frame crosses the underlay", func(t *testing.T, w *fastWorld) {
+			e := w.r.World.Engine
+			for range 3 {
+				udp("", web2, 42001, 1).do(t, w)
+				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web2.IP}, 42001, 9000, []byte("datagram 0 of a flow"))
+				require.NoError(t, err)
+				_, err = w.r.Client.Netns.Send(ip)
+				require.NoError(t, err)
+				require.NoError(t, e.RunUntil(e.Now()+w.r.Segment(scenarios.UnderlaySegment).Latency/2))
+				w.delivered = append(w.delivered, fmt.Sprintf("stopped at %v pending %d", e.Now(), e.Pending()))
+				require.NoError(t, w.r.World.Run())
+			}
+		})),
+		across(change("a timer due with the underlay's frame, queued before it", func(t *testing.T, w *fastWorld) {
+			e := w.r.World.Engine
+			for range 3 {
+				udp("", web2, 42001, 1).do(t, w)
+				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web2.IP}, 42001, 9000, []byte("datagram 0 of a flow"))
+				require.NoError(t, err)
+				e.ScheduleTimer(w.r.Segment(scenarios.UnderlaySegment).Latency, stepTimer(func(dw *datapath.Walk) {
+					w.delivered = append(w.delivered, fmt.Sprintf("%v timer due with the underlay's frame", dw.Now()))
+				}))
+				_, err = w.r.Client.Netns.Send(ip)
+				require.NoError(t, err)
+				require.NoError(t, w.r.World.Run())
+			}
+		})),
+		across(change("a timer sends two datagrams to web-2, then one to web-1 (queued behind them)", func(t *testing.T, w *fastWorld) {
+			e := w.r.World.Engine
+			for range 3 {
+				udp("", web2, 42001, 1).do(t, w)
+				e.ScheduleTimer(time.Millisecond, stepTimer(func(*datapath.Walk) {
+					for _, dst := range []netip.Addr{w.r.Web2.IP, w.r.Web2.IP, w.r.Web1.IP} {
+						ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, map[bool]uint16{true: 42001, false: 42000}[dst == w.r.Web2.IP], 9000, []byte("datagram 0 of a flow"))
+						require.NoError(t, err)
+						_, err = w.r.Client.Netns.Send(ip)
+						require.NoError(t, err)
+					}
+				}))
+				require.NoError(t, w.r.World.Run())
+			}
+		})),
+		// cka-w2's own conntrack entries for the flow and its outer VXLAN
+		// flow are gone (cka-w1's hold): the receipt linked across the
+		// underlay must see it (linkLater's checks).
+		change("cka-w2's conntrack flushed", func(t *testing.T, w *fastWorld) { w.r.W2.Conntrack.Flush() }),
+		across(udp("udp cross node after cka-w2's flush", web2, 42001, 5)),
+		change("cka-w2's conntrack flushed again", func(t *testing.T, w *fastWorld) { w.r.W2.Conntrack.Flush() }),
+		udpX,
 		change("a timer due in the past sends a datagram, RunUntil stopping before now", func(t *testing.T, w *fastWorld) {
 			e := w.r.World.Engine
 			ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte("datagram 0 of a flow"))
@@ -638,26 +703,43 @@ func TestHandedOnEventsCountTowardTheLimit(t *testing.T) {
 		warm   int
 		limits int
 		linked bool
+		across bool // to web-2, across the underlay
 	}{
-		{"handed on", 2, 8, false},
-		{"linked", 4, 16, true},
+		{"handed on", 2, 8, false, false},
+		{"linked", 4, 16, true, false},
+		// One Engine.Run with nothing else due: the receipt across the
+		// underlay is handed on and linked (handOnLater, linkLater).
+		{"linked across the underlay", 4, 24, false, true},
+		// The timer is due before the receipt: it is queued again
+		// (runNext), and counted once.
+		{"across the underlay, a timer due first", 4, 24, true, true},
 	} {
 		for limit := 1; limit <= tc.limits; limit++ {
 			var got []string
 			for _, fast := range []bool{false, true} {
 				w := newFastWorld(t, fast)
-				udp := sendUDP(w.r.Client.Netns, w.r.Client.IP, w.r.Web1.IP, 42000, 9000, tc.warm)
+				dst := w.r.Web1.IP
+				if tc.across {
+					dst = w.r.Web2.IP
+				}
+				udp := sendUDP(w.r.Client.Netns, w.r.Client.IP, dst, 42000, 9000, tc.warm)
 				udp(t, w)
 				w.r.World.MaxEvents = limit
 				// The same length as the flow's datagrams, so they replay.
 				datagram := func(i int) []byte {
-					ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web1.IP}, 42000, 9000, []byte(fmt.Sprintf("datagram %d of a flow", i)))
+					ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, 42000, 9000, []byte(fmt.Sprintf("datagram %d of a flow", i)))
 					require.NoError(t, err)
 					return ip
 				}
 				_, err := w.r.Client.Netns.Send(datagram(8))
 				require.NoError(t, err)
-				if tc.linked {
+				if tc.across && !tc.linked {
+					l := datapath.LaterLinks(w.r.World.Engine)
+					err = w.r.World.Engine.Run()
+					if fast && limit == tc.limits {
+						require.Greater(t, datapath.LaterLinks(w.r.World.Engine), l, "linked across the underlay")
+					}
+				} else if tc.linked {
 					var sendErr error
 					w.r.World.Engine.ScheduleTimer(time.Microsecond, sendTimer{w.r.Client.Netns, datagram(9), &sendErr})
 					err = w.r.World.Engine.Run()
