@@ -124,11 +124,18 @@ type Engine struct {
 	nextFrom *fastEntry
 	inl      int
 	inlined  int
-	// nextDelay is the delay next was handed on across (handOnLater).
+	// nextDelay is the delay next was handed on across (handOnLater),
+	// nextSum whether the replay handing it on knows its L4 checksum is
+	// right (fastRun's sum; read with nextFrom).
 	nextDelay time.Duration
-	// laterLinks counts the replays linkLater ran (for tests).
-	laterLinks uint64
-	until      time.Duration
+	nextSum   bool
+	// encSum is whether the replay's last encapsulation was done in
+	// full (VXLAN.encap, which sums the outer UDP checksum; fastRun).
+	encSum bool
+	// laterLinks counts the replays linkLater ran, sumsKnown the outer
+	// UDP checksums fastDecap took as right by construction (for tests).
+	laterLinks, sumsKnown uint64
+	until                 time.Duration
 }
 
 // nowEvent is a packet event in the engine's fifo: an evRx for dev or an
@@ -413,7 +420,7 @@ func (e *Engine) handOn(kind eventKind, dev *Device, ns *Netns, p *Packet) {
 	// Field by field: a struct literal is built on the stack and copied.
 	n := &e.next
 	n.at, n.seq, n.kind, n.dev, n.ns, n.pkt = e.now, e.seq, kind, dev, ns, p
-	e.nextFrom = nil
+	e.nextFrom, e.nextSum = nil, false
 }
 
 // handOnLater makes the receipt of p by dev after delay (> 0) the
@@ -430,7 +437,7 @@ func (e *Engine) handOnLater(delay time.Duration, dev *Device, p *Packet) {
 	e.inlined++
 	n := &e.next
 	n.at, n.seq, n.kind, n.dev, n.ns, n.pkt = e.now+delay, e.seq, evRx, dev, nil, p
-	e.nextFrom, e.nextDelay = nil, delay
+	e.nextFrom, e.nextDelay, e.nextSum = nil, delay, false
 }
 
 // laterFree reports whether an event due at at (later than now) would
@@ -463,8 +470,10 @@ func (e *Engine) runNext() {
 		e.next.kind = 0 // the rest is overwritten by the next handOn
 		e.fg--
 		w.from, e.nextFrom = e.nextFrom, nil
+		sum := e.nextSum
+		e.nextSum = false
 		if kind == evRx {
-			if f := w.from; f != nil && f.term.x != 0 && f.linkLater(w, dev, p) {
+			if f := w.from; f != nil && f.term.x != 0 && f.linkLater(w, dev, p, sum) {
 				// The replay of f crossed a delay and the receipt's
 				// replay last time holds: replayed without the device
 				// and the lookup (fastRun's link, across the delay).
@@ -487,7 +496,7 @@ func (e *Engine) queueNext() {
 		return
 	}
 	ev := e.next
-	e.next, e.nextFrom = nowEvent{}, nil
+	e.next, e.nextFrom, e.nextSum = nowEvent{}, nil, false
 	if ev.at > e.now {
 		// Handed on across a delay (handOnLater): queued in its place
 		// among the events of its time, in the dq as ScheduleRx would

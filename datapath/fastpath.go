@@ -272,7 +272,12 @@ type fastEntry struct {
 	out        fastMeta // the packet's metadata when it leaves
 	ct         any
 	enc        vxlanTemplate
-	tbl        *fastTable
+	// encaps says xf encapsulates; keepAll that no transformation
+	// changes a byte the L4 checksum covers (every stage BytesKept, no
+	// TTL decrement, no encapsulation), keepTail the same of those after
+	// the last encapsulation (fastRun's sum).
+	encaps, keepAll, keepTail bool
+	tbl                       *fastTable
 	// link is the entry the event this one hands its frame on to
 	// replayed last time, if it was recorded as linkStamp then (fastRun).
 	link      *fastEntry
@@ -336,7 +341,7 @@ type fastXf struct {
 	fe   *fdbEntry
 	ne   *neighEntry
 	vx   *VXLAN
-	b1   bool   // feEncap: from the entry's template
+	b1   bool   // feEncap: from the entry's template; fcStage: BytesKept
 	mark uint32 // feMark
 }
 
@@ -434,6 +439,14 @@ func (f *Flat) SetMark(m uint32) { f.mark, f.markSet = m, true }
 type AlwaysValid interface {
 	EffectReplayer
 	AlwaysValid()
+}
+
+// BytesKept is implemented by an EffectReplayer whose Apply changes no
+// byte of the packet (conntrack's tracking, say): a checksum the replay
+// knows to be right before it is right after it (fastRun).
+type BytesKept interface {
+	EffectReplayer
+	BytesKept()
 }
 
 // FastHits is the number of events the namespace replayed from its fast
@@ -627,7 +640,8 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			if _, ok := o.fx.R.(AlwaysValid); !ok {
 				e.valid = append(e.valid, int32(len(e.fx)))
 			}
-			e.xf = append(e.xf, fastXf{kind: fcStage, i: int32(len(e.fx))})
+			_, kept := o.fx.R.(BytesKept)
+			e.xf = append(e.xf, fastXf{kind: fcStage, i: int32(len(e.fx)), b1: kept})
 			e.fx = append(e.fx, o.fx)
 		case feAdd:
 			e.adds = append(e.adds, fastAdd{o.a, o.b, o.x, o.y})
@@ -646,6 +660,19 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			e.xf = append(e.xf, fastXf{kind: o.kind, ne: o.ne})
 		case feEncap:
 			e.xf = append(e.xf, fastXf{kind: o.kind, vx: o.vx, dst: o.dst, b1: o.b1})
+		}
+	}
+	e.encaps, e.keepAll, e.keepTail = false, true, true
+	for i := range e.xf {
+		switch x := &e.xf[i]; x.kind {
+		case feEncap:
+			e.encaps, e.keepAll, e.keepTail = true, false, true
+		case feDecTTL:
+			e.keepAll, e.keepTail = false, false
+		case fcStage:
+			if !x.b1 {
+				e.keepAll, e.keepTail = false, false
+			}
 		}
 	}
 }
@@ -734,7 +761,7 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		from.link, from.linkStamp = e, e.stamp
 	}
 	t.hits++
-	w.fastRun(e, p)
+	w.fastRun(e, p, false)
 	return true, false
 }
 
@@ -844,7 +871,7 @@ func (l *fastEntry) linkHolds(w *Walk, p *Packet) bool {
 // before its lookup the configuration generation covers (the device up,
 // in a namespace, the fast path on), or the frame by construction (its
 // length, no trace).
-func (e *fastEntry) linkLater(w *Walk, dev *Device, p *Packet) bool {
+func (e *fastEntry) linkLater(w *Walk, dev *Device, p *Packet, sum bool) bool {
 	l := e.link
 	if l == nil || l.stamp != e.linkStamp || l.dev != dev || !l.linkHolds(w, p) {
 		return false
@@ -852,17 +879,21 @@ func (e *fastEntry) linkLater(w *Walk, dev *Device, p *Packet) bool {
 	w.from = nil
 	w.e.laterLinks++
 	l.tbl.hits++
-	w.fastRun(l, p)
+	w.fastRun(l, p, sum)
 	return true
 }
 
 // fastRun applies e's effects to p, which matched e's key, e's checks
-// holding, and hands p over (or delivers it). When that hands a frame on
+// holding, and hands p over (or delivers it). sum says that p's L4
+// checksum is right by construction: the replay that handed p on
+// encapsulated it in full (VXLAN.encap summed what it covers) and changed
+// no byte of it after but its Ethernet addresses (stages that are
+// BytesKept); a decapsulation then need not verify it (fastDecap). When that hands a frame on
 // to a device as the next event (Engine.handOn: the frame itself, or the
 // one a VXLAN socket decapsulated from it), and the entry that event
 // replayed last time (e.link) matches the frame and holds, that replay
 // runs here, as the next event, without the device and the lookup.
-func (w *Walk) fastRun(e *fastEntry, p *Packet) {
+func (w *Walk) fastRun(e *fastEntry, p *Packet, sum bool) {
 	eng := w.e
 	for {
 		now := eng.now
@@ -890,15 +921,21 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 			case feNeighUse:
 				o.ne.used = now
 			case feEncap:
+				eng.encSum = false
 				if !o.b1 || !e.enc.apply(o.vx, p) {
-					o.vx.encap(p, o.dst)
+					eng.encSum = o.vx.encap(p, o.dst)
 				}
 			}
+		}
+		if e.encaps {
+			sum = e.keepTail && eng.encSum
+		} else {
+			sum = sum && e.keepAll
 		}
 		e.out.restore(p, e.ct)
 		switch {
 		case e.term.kind == ftDeliver:
-			if v := e.term.vx; v == nil || !e.term.ns.fastDecap(w, v, p) {
+			if v := e.term.vx; v == nil || !e.term.ns.fastDecap(w, v, p, sum) {
 				e.term.ns.deliver(w, e.term.dev, p)
 			}
 		case e.term.x == 0 && eng.inl > 0 && eng.next.kind == 0 && eng.nothingDue():
@@ -921,7 +958,7 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 			// this event ends (runNext decides, and replays e.link
 			// there if it holds: linkLater).
 			eng.handOnLater(time.Duration(e.term.x), e.term.dev, p)
-			eng.nextFrom = e
+			eng.nextFrom, eng.nextSum = e, sum
 			return
 		default:
 			eng.ScheduleRx(time.Duration(e.term.x), e.term.dev, p)
@@ -935,7 +972,7 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 		// that event replayed last time matches the frame and holds, it
 		// is replayed here; runNext would find one that does the same.
 		if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == n.dev && l.matches(w, n.pkt) {
-			p = n.pkt
+			p, sum = n.pkt, false // the decapsulated frame
 			n.kind = 0
 			eng.fg-- // as runNext: handOn counted the event
 			l.tbl.hits++

@@ -26,7 +26,9 @@ type fastWorld struct {
 	delivered []string
 	conns     map[string]*datapath.TCPConn
 	savedMAC  datapath.MAC
-	fast      bool // the fast path is on
+	fast      bool    // the fast path is on
+	flip      [2]bool // cka-w1's and cka-w2's flippers are on
+	flips     [2]int
 }
 
 // logOwner logs every frame the namespace delivers, then lets the minimal
@@ -65,6 +67,53 @@ func (frameLog) Valid(*datapath.Walk, *datapath.Effect) bool { return true }
 
 func (l frameLog) Apply(w *datapath.Walk, p *datapath.Packet, _ *datapath.Effect) { l.Process(w, p) }
 
+// BytesKept: logging changes no byte of the frame.
+func (frameLog) BytesKept() {}
+
+// flipper is a hook stage that, while on, flips the last byte of every
+// other VXLAN frame carrying a datagram to port 9000 it sees, without
+// mending its UDP checksum (a frame
+// corrupted on the wire), the fast path's replays included: between the
+// encapsulation and the decapsulation it makes the outer checksum wrong,
+// which a replay must then verify (it is not BytesKept).
+type flipper struct {
+	on *bool
+	n  *int
+}
+
+func (f flipper) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict {
+	b := p.Frame()
+	if *f.on && len(b) > 90 && b[23] == datapath.ProtoUDP && binary.BigEndian.Uint16(b[36:]) == 8472 &&
+		b[50+23] == datapath.ProtoUDP && binary.BigEndian.Uint16(b[50+36:]) == 9000 {
+		if *f.n++; *f.n%2 == 0 {
+			b[len(b)-1] ^= 0x01
+		}
+	}
+	return datapath.VerdictContinue
+}
+
+// ProcessFast: while off, its effect is nothing and keeps the bytes
+// (flipperOff), while on it may flip them; either holds while the
+// flipper is as it was.
+func (f flipper) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Verdict, datapath.Effect, bool) {
+	if !*f.on {
+		return f.Process(w, p), datapath.Effect{R: flipperOff(f)}, true
+	}
+	return f.Process(w, p), datapath.Effect{R: f}, true
+}
+
+func (f flipper) Valid(*datapath.Walk, *datapath.Effect) bool { return *f.on }
+
+func (f flipper) Apply(w *datapath.Walk, p *datapath.Packet, _ *datapath.Effect) { f.Process(w, p) }
+
+type flipperOff flipper
+
+func (f flipperOff) Valid(*datapath.Walk, *datapath.Effect) bool { return !*f.on }
+
+func (flipperOff) Apply(*datapath.Walk, *datapath.Packet, *datapath.Effect) {}
+
+func (flipperOff) BytesKept() {}
+
 // stepTimer is a timer a step schedules.
 type stepTimer func(w *datapath.Walk)
 
@@ -83,6 +132,8 @@ func newFastWorld(t *testing.T, fast bool) *fastWorld {
 	for _, n := range r.Nodes() {
 		n.Host.AddHookStage(datapath.Prerouting, "log", -1000, frameLog{n.Host, &w.delivered})
 	}
+	r.W1.Host.AddHookStage(datapath.Postrouting, "flip", 1000, flipper{&w.flip[0], &w.flips[0]})
+	r.W2.Host.AddHookStage(datapath.Prerouting, "flip", -999, flipper{&w.flip[1], &w.flips[1]})
 	_, err = r.Web1.Netns.ListenUDP(9000, false)
 	require.NoError(t, err)
 	_, err = r.Web2.Netns.ListenUDP(9000, true)
@@ -219,6 +270,17 @@ func TestFastPathEquivalence(t *testing.T) {
 		return fastStep{"iptables " + strings.Join(args, " "), func(t *testing.T, w *fastWorld) {
 			require.NoError(t, w.r.W1.Netfilter.Exec("filter", args...))
 		}}
+	}
+	// xmit writes n frames to web-2 on the client's eth0, as the kernel
+	// side by side does: no stack checksummed them (not CsumValid).
+	xmit := func(t *testing.T, w *fastWorld, n int) {
+		frame, err := w.r.ClientFrameToWeb2(9000)
+		require.NoError(t, err)
+		for range n {
+			require.NoError(t, w.r.Client.Netns.Device("eth0").Transmit(frame, nil))
+			require.NoError(t, w.r.World.Run())
+			require.NoError(t, w.r.World.Advance(time.Millisecond))
+		}
 	}
 	// across makes s require, in the fast world, that some frame crossing
 	// the underlay was replayed at its receipt linked from the sending
@@ -385,14 +447,31 @@ func TestFastPathEquivalence(t *testing.T) {
 		// The flow is forwarded again, and replayed on both nodes: the
 		// steps below test the fast path, not two worlds dropping alike.
 		change("udp cross node replayed at cka-w1 and cka-w2", func(t *testing.T, w *fastWorld) {
-			h1, h2, l := w.r.W1.Host.FastHits(), w.r.W2.Host.FastHits(), datapath.LaterLinks(w.r.World.Engine)
+			e := w.r.World.Engine
+			h1, h2, l, k := w.r.W1.Host.FastHits(), w.r.W2.Host.FastHits(), datapath.LaterLinks(e), datapath.SumsKnown(e)
 			udpX.do(t, w)
 			if w.fast {
 				require.Greater(t, w.r.W1.Host.FastHits(), h1, "replays on cka-w1")
 				require.Greater(t, w.r.W2.Host.FastHits(), h2, "replays on cka-w2")
-				require.Greater(t, datapath.LaterLinks(w.r.World.Engine), l, "replays linked across the underlay")
+				require.Greater(t, datapath.LaterLinks(e), l, "replays linked across the underlay")
+			}
+			// Frames no stack checksummed (not CsumValid): the replay
+			// encapsulates them in full and knows the outer checksum.
+			xmit(t, w, 4)
+			if w.fast {
+				require.Greater(t, datapath.SumsKnown(e), k, "outer checksums known right")
 			}
 		}),
+		// Every other VXLAN frame corrupted after cka-w1 encapsulated it
+		// (in its POSTROUTING) or on cka-w2 before it is decapsulated,
+		// the replays included: the replay that encapsulated it knew
+		// its checksum, but not after the flip.
+		change("cka-w1 flips a byte of every other VXLAN frame", func(t *testing.T, w *fastWorld) { w.flip[0] = true }),
+		change("frames to web-2 written on the client's eth0, every other one corrupted", func(t *testing.T, w *fastWorld) { xmit(t, w, 8) }),
+		change("cka-w1 flips no more, cka-w2 does", func(t *testing.T, w *fastWorld) { w.flip = [2]bool{false, true} }),
+		change("frames to web-2 written on the client's eth0, every other one corrupted", func(t *testing.T, w *fastWorld) { xmit(t, w, 8) }),
+		change("cka-w2 flips no more", func(t *testing.T, w *fastWorld) { w.flip[1] = false }),
+		change("frames to web-2 written on the client's eth0", func(t *testing.T, w *fastWorld) { xmit(t, w, 4) }),
 		change("ip_forward off on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = false }),
 		udpX,
 		change("ip_forward on on cka-w1", func(t *testing.T, w *fastWorld) { w1(w).Sysctl.IPForward = true }),

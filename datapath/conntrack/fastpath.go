@@ -89,6 +89,10 @@ func (s *inStage) Valid(w *datapath.Walk, fx *datapath.Effect) bool {
 		e.Status&(StatusSeenReply|StatusAssured) != StatusSeenReply || now <= e.streamTS)
 }
 
+// BytesKept tells the fast path that tracking changes no byte of the
+// packet.
+func (s *inStage) BytesKept() {}
+
 // Apply tracks p as Process does for a steady packet.
 func (s *inStage) Apply(w *datapath.Walk, p *datapath.Packet, fx *datapath.Effect) {
 	e := fx.Ref.(*Entry)
