@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kubewalk/kubewalk/datapath/trace"
 	"github.com/kubewalk/kubewalk/scenarios"
@@ -22,7 +23,7 @@ var bigBody = bytes.Repeat([]byte("0123456789abcdef"), 4096)
 // bodiesWorld is crossNodeGET's world whose server also answers /big
 // (bigBody with a Content-Length) and /chunked (two flushed writes, no
 // Content-Length), without a Date header.
-func bodiesWorld(t *testing.T) (*Stack, *Stack, *http.Client) {
+func bodiesWorld(t *testing.T) (*scenarios.Reference, *Stack, *Stack, *http.Client) {
 	t.Helper()
 	r, err := scenarios.NewReference(3)
 	require.NoError(t, err)
@@ -48,7 +49,7 @@ func bodiesWorld(t *testing.T) (*Stack, *Stack, *http.Client) {
 	}))
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
-	return client, web, client.HTTPClient(0)
+	return r, client, web, client.HTTPClient(0)
 }
 
 // readAllIn reads resp's body in reads of size bytes.
@@ -76,7 +77,7 @@ func readAllIn(t *testing.T, resp *http.Response, size int) []byte {
 // connection after the last byte). It returns every frame with its time
 // and place.
 func bodyExchange(t *testing.T) []string {
-	client, web, c := bodiesWorld(t)
+	_, client, web, c := bodiesWorld(t)
 	tr := &trace.Trace{Capture: true}
 	client.Trace, web.Trace = tr, tr
 	url := "http://10.111.80.136"
@@ -143,7 +144,7 @@ func TestDirectBodySameFrames(t *testing.T) {
 // goroutine (no worker, no drive), and a body that has not all arrived is
 // still read whole (its reads that need the connection drive the world).
 func TestDirectBody(t *testing.T) {
-	client, _, c := bodiesWorld(t)
+	_, client, _, c := bodiesWorld(t)
 	d := client.d
 	get := func(path string) string {
 		resp, err := c.Get("http://10.111.80.136" + path)
@@ -164,7 +165,7 @@ func TestDirectBody(t *testing.T) {
 // at once (so RoundTrip cannot always tell which connection carried its
 // response) all get their bodies.
 func TestDirectBodyConcurrent(t *testing.T) {
-	_, _, c := bodiesWorld(t)
+	_, _, _, c := bodiesWorld(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for i := range 4 {
@@ -224,4 +225,33 @@ func getMeanwhile(t *testing.T, client *Stack, c *http.Client, url string) {
 	require.NoError(t, err)
 	require.Contains(t, <-done, "Welcome to nginx!")
 	require.NoError(t, u.Close())
+}
+
+// TestExchangeReused: a kept-alive GET whose body is closed gives its
+// exchange back, and the next GET takes it (no exchange allocated per
+// GET); the reused exchange's deadline is its own (the stopped timer of
+// the earlier GET, still queued, passes without cancelling it); a body
+// read or closed after Close gets net/http's answers.
+func TestExchangeReused(t *testing.T) {
+	w, client, _, _ := bodiesWorld(t)
+	d := client.d
+	c := client.HTTPClient(10 * time.Second)
+	resp, err := c.Get("http://10.111.80.136/")
+	require.NoError(t, err)
+	x := resp.Body.(*body).x
+	require.Contains(t, string(readAllIn(t, resp, 32<<10)), "Welcome to nginx!")
+	require.Len(t, d.freeExchanges, 1)
+	require.Same(t, x, d.freeExchanges[0])
+	n, err := resp.Body.Read(make([]byte, 10))
+	require.Zero(t, n)
+	require.EqualError(t, err, "http: read on closed response body", "net/http's error")
+	require.NoError(t, resp.Body.Close(), "net/http's second Close")
+
+	require.NoError(t, w.RunFor(5*time.Second))
+	resp, err = c.Get("http://10.111.80.136/")
+	require.NoError(t, err)
+	require.Same(t, x, resp.Body.(*body).x, "the free exchange is taken")
+	require.Empty(t, d.freeExchanges)
+	require.NoError(t, w.RunFor(7*time.Second), "past the first GET's deadline, not the second's")
+	require.Contains(t, string(readAllIn(t, resp, 32<<10)), "Welcome to nginx!")
 }

@@ -58,7 +58,8 @@ type driver struct {
 	// deadline drives for (0: DefaultMaxBlocked; < 0: no bound).
 	maxBlocked time.Duration
 
-	freeEvents []*vtimerEvent
+	freeEvents    []*vtimerEvent
+	freeExchanges []*exchange
 	// staleQueued counts stopped or re-armed timer events still in the
 	// engine's queue: they are foreground events that will never run.
 	staleQueued int

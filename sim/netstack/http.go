@@ -142,7 +142,39 @@ type exchange struct {
 	n    int
 	err  error
 
-	body body // the response's Body
+	body *body // the response's Body
+}
+
+// maxFreeExchanges bounds a driver's free list of exchanges.
+const maxFreeExchanges = 16
+
+// newExchange returns a cleared exchange, from the driver's free list
+// when it has one (a kept-alive GET then allocates none of its own).
+// Called with d.mu held.
+func (d *driver) newExchange() *exchange {
+	if n := len(d.freeExchanges); n > 0 {
+		x := d.freeExchanges[n-1]
+		d.freeExchanges = d.freeExchanges[:n-1]
+		return x
+	}
+	return &exchange{d: d}
+}
+
+// finish disarms the exchange's deadline and puts the exchange on the
+// free list: its response body is closed (or it has none), so nothing
+// refers to it any more but a stopped timer's queued event, which never
+// calls the timer's function.
+func (x *exchange) finish() {
+	d := x.d
+	d.lock()
+	if x.tm != nil {
+		x.tm.Stop()
+	}
+	*x = exchange{d: d}
+	if len(d.freeExchanges) < maxFreeExchanges {
+		d.freeExchanges = append(d.freeExchanges, x)
+	}
+	d.unlock()
 }
 
 // The calls an exchange's worker makes.
@@ -158,7 +190,7 @@ func (x *exchange) run() {
 	case opRoundTrip:
 		x.resp, x.err = x.t.RoundTrip(x.req)
 	case opRead:
-		b := &x.body
+		b := x.body
 		x.n, x.err = b.rc.Read(x.p)
 		if x.err == nil && int64(x.n) == b.left && x.n < len(x.p) {
 			// The last bytes: read the io.EOF now too, in the same
@@ -224,23 +256,25 @@ func (x *exchange) timeout(err error, while string) error {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	d := t.s.d
-	x := &exchange{d: d, tr: t.inner, orig: req}
 	in := time.Duration(-1)
+	from := 0
 	if t.Timeout > 0 {
-		in, x.from = t.Timeout, fromClient
+		in, from = t.Timeout, fromClient
 	}
 	if dl, ok := req.Context().Deadline(); ok {
 		if v := untilVirtual(dl); in < 0 || v < in {
-			in, x.from = max(v, 0), fromContext
+			in, from = max(v, 0), fromContext
 			// http.Client puts its Timeout in the request's context and,
 			// for a RoundTripper it does not know, sets Cancel too.
 			//lint:ignore SA1019 read, not set: it tells Client.Timeout from a caller's deadline
 			if req.Cancel != nil {
-				x.from = fromClient
+				from = fromClient
 			}
 		}
 	}
 	d.lock()
+	x := d.newExchange()
+	x.tr, x.orig, x.from = t.inner, req, from
 	if in >= 0 {
 		x.tm = &vtimer{d: d, f: func() { x.timedOut = true; x.cancelRequest() }}
 		x.tm.Reset(in)
@@ -256,16 +290,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		x.stop()
-		return nil, x.timeout(err, "headers")
+		err = x.timeout(err, "headers")
+		x.finish()
+		return nil, err
 	case idle != nil:
 		if resp != nil {
 			resp.Body.Close()
 		}
-		x.stop()
+		x.finish()
 		return nil, idle
 	case err != nil:
-		x.stop()
+		x.finish()
 		return nil, err
 	}
 	if directBody && resp.ContentLength > 0 {
@@ -279,8 +314,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		d.unlock()
 	}
-	x.body = body{d: d, rc: resp.Body, x: x, left: resp.ContentLength}
-	resp.Body = &x.body
+	x.body = &body{d: d, rc: resp.Body, x: x, left: resp.ContentLength}
+	resp.Body = x.body
 	return resp, nil
 }
 
@@ -288,7 +323,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 type body struct {
 	d  *driver
 	rc io.ReadCloser
-	x  *exchange
+	// x is the exchange, until Close puts it back on the free list.
+	x *exchange
 	// left is what Content-Length says is still to come (-1: unknown);
 	// eof is set once a read returned io.EOF.
 	left int64
@@ -296,6 +332,10 @@ type body struct {
 }
 
 func (b *body) Read(p []byte) (int, error) {
+	if b.x == nil {
+		// Closed: net/http's answer, without the world.
+		return b.rc.Read(p)
+	}
 	if b.eof || b.left == 0 {
 		// All of the body is in: net/http answers from its buffer (or
 		// with io.EOF) without touching the connection, so there is
@@ -394,16 +434,22 @@ func (b *body) account(n int, err error) (int, error) {
 	return n, err
 }
 
+// Close implements io.Closer; the exchange goes back to the free list.
 func (b *body) Close() error {
+	x := b.x
+	if x == nil {
+		return b.rc.Close() // closed before: net/http's answer
+	}
 	var err error
 	if b.eof {
 		err = b.rc.Close() // read to its end: nothing left to drive
 	} else {
-		b.x.op = opClose
-		_ = b.d.doTask(b.x, true)
-		err, b.x.err = b.x.err, nil
+		x.op = opClose
+		_ = b.d.doTask(x, true)
+		err, x.err = x.err, nil
 	}
-	b.x.stop()
+	b.x = nil
+	x.finish()
 	return err
 }
 
