@@ -109,11 +109,16 @@ type Entry struct {
 	ID          uint32
 	Orig, Reply Tuple
 	Status      Status
-	// TCPState is the TCP tracker's state (TCPNone for other protocols).
-	TCPState TCPState
 	// Mark is the connection mark (ct mark, CONNMARK).
 	Mark uint32
 
+	// free says which tuples were last known absent from the index, and
+	// when: freeOrig for Orig, freeReply for Reply as it is now, the
+	// table's insert count plus one in the bits below (freeCount). Only
+	// an insert can make a tuple present, so while the count is the same
+	// a new connection's NAT set-up and confirm need not look them up
+	// again (knownFree).
+	free     uint64
 	expires  time.Duration
 	streamTS time.Duration // UDP: after this time a replied flow is a stream
 	hnext    [2]hnode      // next node in the hash chains of Orig and Reply
@@ -123,12 +128,33 @@ type Entry struct {
 	prev, next *Entry
 	handle     int32     // the index's name for the entry while confirmed
 	hash       [2]uint32 // the index hashes of Orig and Reply when inserted
-	// origFree and replyFree are the table's insert count plus one when
-	// Orig and Reply (as it is now) were last known absent from the
-	// index, 0 for never: only an insert can make a tuple present, so
-	// while the count is the same a new connection's NAT set-up and
-	// confirm need not look them up again (see free).
-	origFree, replyFree uint64
+
+	// TCPState is the TCP tracker's state (TCPNone for other protocols).
+	// (Last, with the unexported words above in what would be padding:
+	// an entry is 144 bytes.)
+	TCPState TCPState
+}
+
+// The flags and count of Entry.free.
+const (
+	freeOrig  = 1 << 63
+	freeReply = 1 << 62
+	freeCount = freeReply - 1
+)
+
+// knownFree reports whether the tuples flagged in bit are known absent
+// from the index at the table's current insert count.
+func (e *Entry) knownFree(bit uint64) bool {
+	return e.free&bit != 0 && e.free&freeCount == e.t.inserts+1
+}
+
+// markFree records the tuples flagged in bit absent at the table's
+// current insert count (those recorded at an older count are forgotten).
+func (e *Entry) markFree(bit uint64) {
+	if n := e.t.inserts + 1; e.free&freeCount != n {
+		e.free = n
+	}
+	e.free |= bit
 }
 
 // relatedRef is what a RELATED packet's CTRef points to: the same

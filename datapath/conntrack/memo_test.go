@@ -105,11 +105,29 @@ func TestNewConnectionLooksItsTuplesUpOnce(t *testing.T) {
 	ph.Release()
 	pk.Release()
 
+	// Found free at conntrack-in, the original tuple is taken by an
+	// identical first packet's connection, SNATed, confirmed before the
+	// null bindings find the reply tuple free: confirm looks the
+	// original tuple up again (and only it), and refuses the insert.
+	m, pm := newFlow(t, e, tb, 1006)
+	n, pn := newFlow(t, e, tb, 1006)
+	n.SetupNAT(w, NATRange{Flags: MapIPs | ProtoSpecified, MinIP: [4]byte{10, 0, 0, 1}, MaxIP: [4]byte{10, 0, 0, 1},
+		MinPort: 3000, MaxPort: 3000}, ManipSrc)
+	require.Same(t, n, tb.confirm(n, e.Now()))
+	before = tb.lookups
+	m.NullBinding(w, ManipDst)
+	m.NullBinding(w, ManipSrc)
+	assert.Nil(t, tb.confirm(m, e.Now()))
+	assert.Equal(t, uint64(2), tb.lookups-before, "the reply tuple, then the original one")
+	assert.Equal(t, uint64(3), tb.Stats.InsertFailed)
+	pm.Release()
+	pn.Release()
+
 	// The same as the single-port SNAT with IPVS's AlterReply.
 	d, pd := newFlow(t, e, tb, 1003)
 	d.NullBinding(w, ManipDst)
 	d.AlterReply(en.Reply)
 	assert.Nil(t, tb.confirm(d, e.Now()))
-	assert.Equal(t, uint64(3), tb.Stats.InsertFailed)
+	assert.Equal(t, uint64(4), tb.Stats.InsertFailed)
 	pd.Release()
 }

@@ -122,7 +122,8 @@ func (e *Entry) SetupNAT(w *datapath.Walk, r NATRange, m Manip) {
 	cur := e.Reply.Invert()
 	nt := e.uniqueTuple(w, cur, &r, m)
 	if nt != cur {
-		e.Reply, e.replyFree = nt.Invert(), 0
+		e.Reply = nt.Invert()
+		e.free &^= freeReply
 		if m == ManipSrc {
 			e.Status |= StatusSrcNAT
 		} else {
@@ -480,5 +481,6 @@ func (e *Entry) AlterReply(t Tuple) {
 	if e.Status&StatusConfirmed != 0 {
 		return
 	}
-	e.Reply, e.replyFree = t, 0
+	e.Reply = t
+	e.free &^= freeReply
 }

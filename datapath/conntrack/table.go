@@ -327,7 +327,7 @@ func (t *Table) taken(tu Tuple) bool {
 }
 
 // replyTaken is e.used(e.Reply.Invert()), through the entry's memo when
-// the tuple looked up is Reply itself (see Entry.replyFree): a
+// the tuple looked up is Reply itself (see Entry.free): a
 // connection's two null bindings and its confirm look the same reply
 // tuple up with no insert in between.
 func (e *Entry) replyTaken() bool {
@@ -339,13 +339,13 @@ func (e *Entry) replyTaken() bool {
 			return t.taken(tu)
 		}
 	}
-	if e.replyFree == t.inserts+1 {
+	if e.knownFree(freeReply) {
 		return false
 	}
 	if t.taken(e.Reply) {
 		return true
 	}
-	e.replyFree = t.inserts + 1
+	e.markFree(freeReply)
 	return false
 }
 
@@ -533,7 +533,7 @@ func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
 	if e.Status&StatusDying != 0 {
 		return nil
 	}
-	if e.origFree != t.inserts+1 {
+	if !e.knownFree(freeOrig) {
 		if o, _, ok := t.Lookup(e.Orig); ok {
 			// nf_ct_resolve_clash: an identical connection won the race.
 			if o.Orig == e.Orig && o.Reply == e.Reply {
@@ -543,7 +543,7 @@ func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
 			return nil
 		}
 	}
-	if e.replyFree != t.inserts+1 {
+	if !e.knownFree(freeReply) {
 		if _, _, ok := t.Lookup(e.Reply); ok {
 			t.Stats.InsertFailed++
 			return nil
