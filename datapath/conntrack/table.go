@@ -533,7 +533,11 @@ func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
 	if e.Status&StatusDying != 0 {
 		return nil
 	}
-	if !e.knownFree(freeOrig) {
+	free := e.free // which tuples are known absent (knownFree)
+	if free&freeCount != t.inserts+1 {
+		free = 0
+	}
+	if free&freeOrig == 0 {
 		if o, _, ok := t.Lookup(e.Orig); ok {
 			// nf_ct_resolve_clash: an identical connection won the race.
 			if o.Orig == e.Orig && o.Reply == e.Reply {
@@ -543,7 +547,7 @@ func (t *Table) confirm(e *Entry, now time.Duration) *Entry {
 			return nil
 		}
 	}
-	if !e.knownFree(freeReply) {
+	if free&freeReply == 0 {
 		if _, _, ok := t.Lookup(e.Reply); ok {
 			t.Stats.InsertFailed++
 			return nil

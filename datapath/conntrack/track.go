@@ -299,7 +299,7 @@ func (t *Table) newConn(w *datapath.Walk, p *datapath.Packet, pr parsed, now tim
 	e := t.newEntry(pr.t, now)
 	// The tuple is not in the index: the lookup before found nothing,
 	// or found the connection it belonged to, which is removed now.
-	e.markFree(freeOrig)
+	e.free = t.inserts + 1 | freeOrig
 	e.TCPState = state
 	e.expires = now + timeout
 	e.streamTS = now + 2*time.Second
