@@ -399,6 +399,19 @@ func TestCreatedIDs(t *testing.T) {
 			check(o)
 		}
 	}
+	// Record's guess is taken as made; the same text offered again at
+	// later counters is not.
+	s.Record(peek("Pod", "b"), "kubelet", corev1.EventTypeNormal, "Started", "m")
+	stale := s.List("Event", "default")
+	for _, o := range stale {
+		if o.(*corev1.Event).Reason == "Started" {
+			check(o)
+			name := fmt.Sprint("g", n)
+			_, _, err := s.createAt(pod(name), false, "", string(o.GetUID())+o.GetResourceVersion(), false)
+			require.NoError(t, err)
+			check(peek("Pod", name))
+		}
+	}
 	for _, guess := range []string{"", "x", string(uidFor(n+2)) + "1", string(uidFor(n+1)) + "1"} {
 		name := fmt.Sprint("g", n)
 		_, _, err := s.createAt(pod(name), false, "", guess, false)
@@ -446,4 +459,24 @@ func TestPodStatusWriteFastPaths(t *testing.T) {
 		require.Equal(t, reflective(a, b), fieldEqual(a, b, "Status"))
 	}
 	require.False(t, fieldEqual(a, mk("1", "n1", corev1.PodPending), "Status"))
+}
+
+// TestPeekKeys: Peek makes its key on the stack up to 96 bytes and on the
+// heap past them; both find the object, and a cluster-scoped kind ignores
+// the namespace.
+func TestPeekKeys(t *testing.T) {
+	s, err := New(Config{}, func() time.Time { return Epoch }, rand.New(rand.NewPCG(1, 2)))
+	require.NoError(t, err)
+	for _, name := range []string{"a", strings.Repeat("b", 90), strings.Repeat("c", 200)} {
+		_, err := s.Create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}})
+		require.NoError(t, err)
+		o, ok := s.Peek("Pod", "default", name)
+		require.True(t, ok, len(name))
+		require.Equal(t, name, o.GetName())
+		_, ok = s.Peek("Pod", "other", name)
+		require.False(t, ok)
+	}
+	_, ok := s.Peek("Namespace", "ignored", "default")
+	require.True(t, ok)
 }

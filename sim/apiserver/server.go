@@ -68,6 +68,18 @@ type Server struct {
 	copyAll bool
 	// evTaken is the names the last Record found taken.
 	evTaken evTaken
+	// made is the UID and resourceVersion text nextIDs last made, and at
+	// which counters: createAt takes a guess that is that text, at the
+	// same counters, without making it again.
+	made madeIDs
+}
+
+// madeIDs is the text nextIDs made (UID then resourceVersion, the UID's
+// length n) when the counters were uids and rev.
+type madeIDs struct {
+	ids       string
+	n         int
+	uids, rev uint64
 }
 
 // DisableSharing makes the server copy wherever it would share its stored
@@ -211,7 +223,11 @@ func (s *Server) Peek(kind, namespace, name string) (Object, bool) {
 	if !k.Namespaced {
 		namespace = ""
 	}
-	o, ok := s.objs[kind][key(namespace, name)]
+	// The key is made on the stack: a lookup by string(bytes) makes no
+	// string, and the kubelet peeks at a pod five times as it starts it.
+	var buf [96]byte
+	b := append(append(append(buf[:0], namespace...), '/'), name...)
+	o, ok := s.objs[kind][string(b)]
 	if ok && s.copyAll {
 		o = o.DeepCopyObject().(Object)
 	}
@@ -369,11 +385,18 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 			return nil, "", err
 		}
 	}
-	var buf [64]byte
-	want, n := s.nextIDs(buf[:0])
-	if ids != string(want) {
-		ids = string(want)
+	var n int
+	if m := s.made; ids != "" && ids == m.ids && m.uids == s.uids && m.rev == s.rev {
+		n = m.n // Record's guess, made at these counters
+	} else {
+		var buf [64]byte
+		var want []byte
+		want, n = s.nextIDs(buf[:0])
+		if ids != string(want) {
+			ids = string(want)
+		}
 	}
+	s.made = madeIDs{}
 	s.uids++
 	obj.SetUID(types.UID(ids[:n]))
 	obj.SetCreationTimestamp(metav1.NewTime(s.Now()))

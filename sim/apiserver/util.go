@@ -115,10 +115,11 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	// The UID and resourceVersion it will get are made in the same
 	// string (createAt checks them).
 	klen := len(b)
-	b, _ = s.nextIDs(b)
+	b, n := s.nextIDs(b)
 	s.keyBuf = b
 	all := string(b)
 	kk := all[:klen]
+	s.made = madeIDs{ids: all[klen:], n: n - klen, uids: s.uids, rev: s.rev}
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kk[len(ns)+1:]},
 		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
