@@ -87,7 +87,11 @@
 // listener's Accept and the connections it returns, ListenPacket sockets,
 // the Transport's own connections) only wait for whoever drives, so a
 // server runs on its own goroutine (ServeHTTP does that) and never moves
-// the world by itself. Do drives for an arbitrary function. Attaching a
+// the world by itself. (A read of a response body whose bytes net/http
+// already holds needs no event: it runs on the caller's goroutine, and
+// what it wakes, the connection's read loop and whatever that hands the
+// connection to, is brought to rest before it returns.) Do drives for an
+// arbitrary function. Attaching a
 // stack makes the world's Run, RunUntil and Advance drive the same way
 // (sim.World.SetRunner), so Cluster.Settle runs until only background work
 // is left with every stack and every goroutine it woke at rest after each
