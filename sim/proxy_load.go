@@ -174,10 +174,6 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		cleaned = cleanupDue(large, p.cleaned, p.lastCleanup, now)
 		return cleaned
 	}
-	lazy := func() *kubeproxy.Rules {
-		r, _ := kubeproxy.Generate(cfg, snap) // generated without error for another node
-		return r
-	}
 	// loaded ends a sync whose load returned err: the node keeps rules
 	// (nil: generated again when asked for) and the sync is recorded.
 	loaded := func(err error, rules *kubeproxy.Rules) error {
@@ -187,7 +183,7 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		if rules != nil {
 			n.setProxyRules(rules, nil)
 		} else {
-			n.setProxyRules(nil, lazy)
+			n.setProxyRules(nil, lazyProxyRules(cfg, snap))
 		}
 		p.succeeded(full, now, cleaned)
 		p.clearStale(cfg, snap, gen)
@@ -241,6 +237,17 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		rules = nil // kept only as a full sync's: a partial one's are regenerated when asked for
 	}
 	return loaded(err, rules)
+}
+
+// lazyProxyRules generates a node's rules of a sync that loaded shared
+// rulesets when they are asked for: cfg and snap generated without error
+// for another node. (Made here, capturing copies: a closure in Sync would
+// move Sync's configuration and snapshot to the heap at every sync.)
+func lazyProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot) func() *kubeproxy.Rules {
+	return func() *kubeproxy.Rules {
+		r, _ := kubeproxy.Generate(cfg, snap)
+		return r
+	}
 }
 
 // succeeded records a successful sync (full or partial) at now, and
