@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -1542,8 +1543,10 @@ func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 // test can compare the loads with and without it).
 var loadTemplates = true
 
-// templateLoads counts the loads planned from a template (for tests).
-var templateLoads int
+// templateLoads counts the loads planned from a template (for tests;
+// atomic, as namespaces of separate clusters may load on separate
+// goroutines).
+var templateLoads atomic.Int64
 
 // checkTemplate, set by tests, is called with the plan planLoad's full
 // checks make and the one a template made, for every load planned from
@@ -1612,7 +1615,7 @@ func (tp *loadTemplate) apply(p *loadPlan) error {
 		reach = &ownReach{targets: sh.targets, reached: sh.reached, chains: sh.chains, shape: sh, jumps: jumps}
 	}
 	p.own, p.reach, p.old = own, reach, len(t.reach.jumps)
-	templateLoads++
+	templateLoads.Add(1)
 	if checkReach != nil {
 		checkReach(t, reach, tp.carried != nil, p.ownAfter(), p.resolve)
 	}

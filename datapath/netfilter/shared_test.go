@@ -817,7 +817,7 @@ func (c *Chain) ruleTexts() []string {
 // chains) with the plan the full checks make on the same table, and
 // asserting that templates were used, with carried chains among them.
 func TestLoadSharedTemplatesAreTheFullPlans(t *testing.T) {
-	before := templateLoads
+	before := templateLoads.Load()
 	carried := 0
 	checkTemplate = func(full, p *loadPlan, fullErr, err error) {
 		require.NoError(t, fullErr)
@@ -829,7 +829,7 @@ func TestLoadSharedTemplatesAreTheFullPlans(t *testing.T) {
 	}
 	defer func() { checkTemplate = nil }()
 	TestLoadSharedEqualsRestore(t)
-	assert.Greater(t, templateLoads-before, 0, "loads planned from a template")
+	assert.Greater(t, templateLoads.Load()-before, int64(0), "loads planned from a template")
 	assert.Positive(t, carried, "loads from a template carrying stale chains")
 }
 
@@ -865,9 +865,9 @@ func TestReachShapesIntern(t *testing.T) {
 func TestLoadSharedWithoutTemplates(t *testing.T) {
 	loadTemplates = false
 	defer func() { loadTemplates = true }()
-	before := templateLoads
+	before := templateLoads.Load()
 	TestLoadSharedEqualsRestore(t)
-	assert.Equal(t, before, templateLoads)
+	assert.Equal(t, before, templateLoads.Load())
 }
 
 // checkBookkeeping checks what a patched ruleset keeps of its chains
