@@ -132,6 +132,9 @@ type Engine struct {
 	// encSum is whether the replay's last encapsulation was done in
 	// full (VXLAN.encap, which sums the outer UDP checksum; fastRun).
 	encSum bool
+	// runSum is fastRun's: the frame's L4 checksum is right by
+	// construction (set by its caller, kept through linked replays).
+	runSum bool
 	// laterLinks counts the replays linkLater ran, sumsKnown the outer
 	// UDP checksums fastDecap took as right by construction (for tests).
 	laterLinks, sumsKnown uint64

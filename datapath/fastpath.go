@@ -419,8 +419,22 @@ type Flat struct {
 }
 
 // Add makes the replay do *a += x, *b += y.
-func (f *Flat) Add(a *uint64, x uint64, b *uint64, y uint64) {
-	f.e.adds = append(f.e.adds, fastAdd{a, b, x, y})
+func (f *Flat) Add(a *uint64, x uint64, b *uint64, y uint64) { f.e.add(a, x, b, y) }
+
+// add makes the replay do *a += x, *b += y, in one increment with an
+// earlier one of the same two counters (a rule's packets and bytes
+// counted twice, the evaluations of two hooks): the replay applies every
+// increment before anything else, and a sum of increments is what they
+// add one by one.
+func (e *fastEntry) add(a *uint64, x uint64, b *uint64, y uint64) {
+	for i := range e.adds {
+		if c := &e.adds[i]; c.a == a && c.b == b {
+			c.x += x
+			c.y += y
+			return
+		}
+	}
+	e.adds = append(e.adds, fastAdd{a, b, x, y})
 }
 
 // Check makes the replay hold only while *w is v.
@@ -644,7 +658,7 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			e.xf = append(e.xf, fastXf{kind: fcStage, i: int32(len(e.fx)), b1: kept})
 			e.fx = append(e.fx, o.fx)
 		case feAdd:
-			e.adds = append(e.adds, fastAdd{o.a, o.b, o.x, o.y})
+			e.add(o.a, o.x, o.b, o.y)
 		case ftRx, ftDeliver:
 			e.term = *o
 		case feDecTTL:
@@ -761,7 +775,8 @@ func (ns *Netns) fastReplay(w *Walk, dev *Device, p *Packet) (hit, may bool) {
 		from.link, from.linkStamp = e, e.stamp
 	}
 	t.hits++
-	w.fastRun(e, p, false)
+	w.e.runSum = false
+	w.fastRun(e, p)
 	return true, false
 }
 
@@ -879,12 +894,14 @@ func (e *fastEntry) linkLater(w *Walk, dev *Device, p *Packet, sum bool) bool {
 	w.from = nil
 	w.e.laterLinks++
 	l.tbl.hits++
-	w.fastRun(l, p, sum)
+	w.e.runSum = sum
+	w.fastRun(l, p)
 	return true
 }
 
 // fastRun applies e's effects to p, which matched e's key, e's checks
-// holding, and hands p over (or delivers it). sum says that p's L4
+// holding, and hands p over (or delivers it). Engine.runSum says, when
+// it starts and as it goes, that p's L4
 // checksum is right by construction: the replay that handed p on
 // encapsulated it in full (VXLAN.encap summed what it covers) and changed
 // no byte of it after but its Ethernet addresses (stages that are
@@ -893,7 +910,7 @@ func (e *fastEntry) linkLater(w *Walk, dev *Device, p *Packet, sum bool) bool {
 // one a VXLAN socket decapsulated from it), and the entry that event
 // replayed last time (e.link) matches the frame and holds, that replay
 // runs here, as the next event, without the device and the lookup.
-func (w *Walk) fastRun(e *fastEntry, p *Packet, sum bool) {
+func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 	eng := w.e
 	for {
 		now := eng.now
@@ -927,15 +944,13 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet, sum bool) {
 				}
 			}
 		}
-		if e.encaps {
-			sum = e.keepTail && eng.encSum
-		} else {
-			sum = sum && e.keepAll
+		if !e.keepAll {
+			eng.runSum = e.encaps && e.keepTail && eng.encSum
 		}
 		e.out.restore(p, e.ct)
 		switch {
 		case e.term.kind == ftDeliver:
-			if v := e.term.vx; v == nil || !e.term.ns.fastDecap(w, v, p, sum) {
+			if v := e.term.vx; v == nil || !e.term.ns.fastDecap(w, v, p, eng.runSum) {
 				e.term.ns.deliver(w, e.term.dev, p)
 			}
 		case e.term.x == 0 && eng.inl > 0 && eng.next.kind == 0 && eng.nothingDue():
@@ -958,7 +973,7 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet, sum bool) {
 			// this event ends (runNext decides, and replays e.link
 			// there if it holds: linkLater).
 			eng.handOnLater(time.Duration(e.term.x), e.term.dev, p)
-			eng.nextFrom, eng.nextSum = e, sum
+			eng.nextFrom, eng.nextSum = e, eng.runSum
 			return
 		default:
 			eng.ScheduleRx(time.Duration(e.term.x), e.term.dev, p)
@@ -972,7 +987,7 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet, sum bool) {
 		// that event replayed last time matches the frame and holds, it
 		// is replayed here; runNext would find one that does the same.
 		if l := e.link; l != nil && l.stamp == e.linkStamp && l.dev == n.dev && l.matches(w, n.pkt) {
-			p, sum = n.pkt, false // the decapsulated frame
+			p, eng.runSum = n.pkt, false // the decapsulated frame
 			n.kind = 0
 			eng.fg-- // as runNext: handOn counted the event
 			l.tbl.hits++
