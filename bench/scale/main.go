@@ -1,7 +1,8 @@
 // Command scale builds kubeadm + flannel clusters of growing size in one
 // process each and reports, per size, how long the build took, the peak
 // resident memory, the established cross-node pod -> ClusterIP walk, how
-// long one endpoint change takes to reach every node's rules, and a full
+// long one endpoint change takes to reach every node's rules (the median
+// of -changes, one after another), and a full
 // re-sync of every node with nothing changed (kube-proxy's periodic sync):
 //
 //	go run ./bench/scale                       # 100, 500, 1000, 2000, 5000 nodes
@@ -37,6 +38,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +55,7 @@ func main() {
 	services := flag.Int("services", 10000, "ClusterIP Services")
 	endpoints := flag.Int("endpoints", 3, "endpoints per Service")
 	packets := flag.Int("packets", 20000, "established packets timed")
+	changes := flag.Int("changes", 5, "endpoint changes timed one after another (the median is reported)")
 	rollout := flag.String("rollout", "waves", "how the pods are created: waves (AddPods of one pod per node at a time: every kubelet starts one pod per PodStartDelay, 30 virtual seconds for 30 pods a node) or one (AddPod after AddPod, a second of virtual time each)")
 	child := flag.Bool("child", false, "run one size in this process (internal)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the child to this file (one size only)")
@@ -82,7 +85,7 @@ func main() {
 			memProfile = *memprofile
 			switch *rollout {
 			case "waves", "one":
-				err = run(n, *pods, *services, *endpoints, *packets, *rollout == "waves")
+				err = run(n, *pods, *services, *endpoints, *packets, max(*changes, 1), *rollout == "waves")
 			default:
 				err = fmt.Errorf("-rollout %q: want waves or one", *rollout)
 			}
@@ -104,11 +107,11 @@ func main() {
 		fmt.Printf(", memory limit %s", *memlimit)
 	}
 	fmt.Println()
-	fmt.Println("| nodes | pods | build | nodes / pods / services phase | peak RSS | established walk | one endpoint change, settled on every node | full re-sync, no change |")
+	fmt.Println("| nodes | pods | build | nodes / pods / services phase | peak RSS | established walk | one endpoint change, settled on every node (median) | full re-sync, no change |")
 	fmt.Println("|---:|---:|---:|---|---:|---:|---:|---:|")
 	for _, s := range strings.Split(*nodes, ",") {
 		cmd := exec.Command(self, "-child", "-cpuprofile", *cpuprofile, "-memprofile", *memprofile, "-memlimit", *memlimit, "-rollout", *rollout, "-nodes", s, "-pods", strconv.Itoa(*pods), "-services", strconv.Itoa(*services),
-			"-endpoints", strconv.Itoa(*endpoints), "-packets", strconv.Itoa(*packets))
+			"-endpoints", strconv.Itoa(*endpoints), "-packets", strconv.Itoa(*packets), "-changes", strconv.Itoa(*changes))
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Printf("| %s | | failed: %v | | | | | |\n", s, err)
@@ -121,7 +124,7 @@ func main() {
 var memProfile string
 
 // run builds one cluster and prints its table row.
-func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error {
+func run(nodes, podsPerNode, services, endpoints, packets, changes int, waves bool) error {
 	cfg := sim.DefaultConfig()
 	cfg.Seed = 1
 	cfg.ClusterCIDR = netip.MustParsePrefix("10.64.0.0/11") // 8,192 node /24s
@@ -266,12 +269,14 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 	if err != nil {
 		return err
 	}
-	// One endpoint change: the last pod goes away, and the time until the
-	// controllers have settled and kube-proxy on every node has synced it
-	// (the pod's teardown, the EndpointSlice update and the syncs, which
-	// the control plane spreads over virtual time); then kube-proxy's
-	// full sync on every node with nothing changed.
-	runtime.GC()
+	// Endpoint changes, one after another: an endpoint pod of one of the
+	// last Services goes away, and the time until the controllers have
+	// settled and kube-proxy on every node has synced it (the pod's
+	// teardown, the EndpointSlice update and the syncs, which the control
+	// plane spreads over virtual time); the median of `changes` is
+	// reported (one alone moves with what the collector and the sweeper
+	// do meanwhile). Then kube-proxy's full sync on every node with
+	// nothing changed.
 	if f := os.Getenv("SCALE_CHANGE_PROFILE"); f != "" {
 		if pf, err := os.Create(f); err == nil {
 			pprof.StopCPUProfile()
@@ -279,28 +284,37 @@ func run(nodes, podsPerNode, services, endpoints, packets int, waves bool) error
 			defer pprof.StopCPUProfile()
 		}
 	}
-	t0, c0 := time.Now(), cpuTime()
-	// The pod is an endpoint: the first of the group the last Service
-	// selects.
-	last := c.Pod("scale", fmt.Sprintf("pod-%06d", ((services-1)%groups)*endpoints))
-	if err := c.DeletePod(last.Spec.Namespace, last.Spec.Name); err != nil {
-		return err
+	walls, cpus := make([]time.Duration, changes), make([]time.Duration, changes)
+	for k := range changes {
+		// The pod is an endpoint: the first of the group Service
+		// services-1-k selects (a Service of its own for each change
+		// while there are more groups than changes).
+		last := c.Pod("scale", fmt.Sprintf("pod-%06d", ((services-1-k%services)%groups)*endpoints))
+		if last == nil {
+			return fmt.Errorf("endpoint change %d: its pod is gone already (fewer pod groups than changes)", k+1)
+		}
+		runtime.GC()
+		t0, c0 := time.Now(), cpuTime()
+		if err := c.DeletePod(last.Spec.Namespace, last.Spec.Name); err != nil {
+			return err
+		}
+		if err := c.Settle(); err != nil {
+			return err
+		}
+		walls[k], cpus[k] = time.Since(t0), cpuTime()-c0
 	}
-	if err := c.Settle(); err != nil {
-		return err
-	}
-	change := time.Since(t0)
 	if os.Getenv("SCALE_CHANGE_PROFILE") != "" {
 		pprof.StopCPUProfile()
 	}
-	cpuChange := cpuTime() - c0
+	change, cpuChange := median(walls), median(cpus)
 	runtime.GC()
-	t0, c0 = time.Now(), cpuTime()
+	t0, c0 := time.Now(), cpuTime()
 	if err := c.Sync(); err != nil {
 		return err
 	}
 	resync := time.Since(t0)
-	fmt.Fprintf(os.Stderr, "endpoint change CPU %s, re-sync CPU %s\n", cpuChange.Round(time.Millisecond), (cpuTime() - c0).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "endpoint change (median of %d) CPU %s, wall %s; re-sync CPU %s\n", changes, cpuChange.Round(time.Millisecond),
+		roundAll(walls), (cpuTime() - c0).Round(time.Millisecond))
 	fmt.Printf("| %d | %d | %.1f s | %.1f / %.1f / %.1f s | %s | %.0f ns | %s | %s |\n", nodes, total, build.Seconds(),
 		tNodes.Seconds(), tPods.Seconds(), tSvcs.Seconds(), peakRSS(), walk, change.Round(time.Millisecond), resync.Round(time.Millisecond))
 	return nil
@@ -397,4 +411,20 @@ func peakRSS() string {
 		return fmt.Sprintf("%.2f GiB", float64(ru.Maxrss)/(1<<20))
 	}
 	return "?"
+}
+
+// median returns the middle of ds (the lower one of an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// roundAll renders ds to the millisecond, in order.
+func roundAll(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = d.Round(time.Millisecond).String()
+	}
+	return strings.Join(parts, " ")
 }
