@@ -43,16 +43,13 @@ func exchange(t *testing.T) []string {
 	w.client.SetResolvConf(podResolvConf(t, w))
 	_, errOut, code = netstackWget(w, "http://web/")
 	require.Equal(t, 0, code, errOut)
-	var frames []string
 	dnsFrames := 0
 	for _, o := range tr.Obs {
 		if f := o.Frame; len(f) > 14+20+4 && f[14+9] == 17 && f[14+20+2] == 0 && f[14+20+3] == 53 {
 			dnsFrames++ // a UDP datagram to port 53 (no IP options here)
 		}
-		if o.Frame != nil {
-			frames = append(frames, fmt.Sprintf("%v %s/%s/%s %x", o.At, o.Node, o.Netns, o.Device, o.Frame))
-		}
 	}
+	frames := netstack.FrameLines(tr)
 	require.NotEmpty(t, frames)
 	require.NotZero(t, dnsFrames)
 	return frames

@@ -25,13 +25,7 @@ var bigBody = bytes.Repeat([]byte("0123456789abcdef"), 4096)
 // Content-Length), without a Date header.
 func bodiesWorld(t *testing.T) (*scenarios.Reference, *Stack, *Stack, *http.Client) {
 	t.Helper()
-	r, err := scenarios.NewReference(3)
-	require.NoError(t, err)
-	require.NoError(t, r.DeletePod("net", "web-1"))
-	client, err := AttachPod(r.World, r.Client)
-	require.NoError(t, err)
-	web, err := AttachPod(r.World, r.Web2)
-	require.NoError(t, err)
+	r, client, web := referenceStacks(t, 3)
 	nginx := NginxHandler(web)
 	srv, err := web.ServeHTTP(":80", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header()["Date"] = nil
@@ -113,12 +107,7 @@ func bodyExchange(t *testing.T) []string {
 	for range 2 {
 		require.Contains(t, get(&http.Client{Transport: fresh}, "/", 32<<10), "Welcome to nginx!")
 	}
-	var frames []string
-	for _, o := range tr.Obs {
-		if o.Frame != nil {
-			frames = append(frames, fmt.Sprintf("%v %s/%s/%s %x", o.At, o.Node, o.Netns, o.Device, o.Frame))
-		}
-	}
+	frames := FrameLines(tr)
 	require.NotEmpty(t, frames)
 	return frames
 }

@@ -20,13 +20,7 @@ import (
 // the net/web ClusterIP: the kept-alive connection is open.
 func crossNodeGET(t *testing.T) (*scenarios.Reference, *Stack, *Stack, *http.Client) {
 	t.Helper()
-	r, err := scenarios.NewReference(1)
-	require.NoError(t, err)
-	require.NoError(t, r.DeletePod("net", "web-1"))
-	client, err := AttachPod(r.World, r.Client)
-	require.NoError(t, err)
-	web, err := AttachPod(r.World, r.Web2)
-	require.NoError(t, err)
+	r, client, web := referenceStacks(t, 1)
 	srv, err := web.ServeHTTP(":80", NginxHandler(web))
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
