@@ -14,12 +14,7 @@ import (
 // packet's trace.
 func udpFlow(t *testing.T, e *datapath.Engine, tb *Table, sport uint16) (datapath.Verdict, *trace.Trace) {
 	t.Helper()
-	b := make([]byte, 28)
-	b[0], b[2], b[3], b[8], b[9] = 0x45, 0, 28, 64, datapath.ProtoUDP
-	copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
-	b[20], b[21], b[22], b[23], b[25] = byte(sport>>8), byte(sport), 0, 53, 8
-	p := e.Pool.Get()
-	require.True(t, p.SetIPPacket(b))
+	p := udpPacket(t, e, sport)
 	tr := &trace.Trace{}
 	p.Trace = tr
 	w := e.Walk()
@@ -29,6 +24,18 @@ func udpFlow(t *testing.T, e *datapath.Engine, tb *Table, sport uint16) (datapat
 		p.Release()
 	}
 	return v, tr
+}
+
+// udpPacket is a UDP packet 10.0.0.1:sport > 10.0.0.2:53 from e's pool.
+func udpPacket(t *testing.T, e *datapath.Engine, sport uint16) *datapath.Packet {
+	t.Helper()
+	b := make([]byte, 28)
+	b[0], b[2], b[3], b[8], b[9] = 0x45, 0, 28, 64, datapath.ProtoUDP
+	copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
+	b[20], b[21], b[22], b[23], b[25] = byte(sport>>8), byte(sport), 0, 53, 8
+	p := e.Pool.Get()
+	require.True(t, p.SetIPPacket(b))
+	return p
 }
 
 func details(tr *trace.Trace) []string {

@@ -12,12 +12,7 @@ import (
 // and returns the new, unconfirmed connection it is attached to.
 func newFlow(t *testing.T, e *datapath.Engine, tb *Table, sport uint16) (*Entry, *datapath.Packet) {
 	t.Helper()
-	b := make([]byte, 28)
-	b[0], b[2], b[3], b[8], b[9] = 0x45, 0, 28, 64, datapath.ProtoUDP
-	copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
-	b[20], b[21], b[22], b[23], b[25] = byte(sport>>8), byte(sport), 0, 53, 8
-	p := e.Pool.Get()
-	require.True(t, p.SetIPPacket(b))
+	p := udpPacket(t, e, sport)
 	require.Equal(t, datapath.Continue, tb.inStage.Process(e.Walk(), p).Code)
 	en, info := tb.Get(p)
 	require.NotNil(t, en)
