@@ -310,6 +310,12 @@ func (g *genContext) apply(r *Rules, f *portFrag, own bool) {
 		r.nat.rules = append(r.nat.rules, f.nat.rules[:f.natTop]...)
 		return
 	}
+	g.applyOwn(r, f)
+}
+
+// applyOwn is apply's part for a port whose chains are written (its
+// filter rules and fragment added by the caller).
+func (g *genContext) applyOwn(r *Rules, f *portFrag) {
 	r.nat.rules = append(r.nat.rules, f.nat.rules...)
 	for _, c := range f.nat.chains {
 		r.nat.chain(c)

@@ -56,6 +56,28 @@ type Tracker struct {
 	// one sync to the next, not made anew for ten thousand Services).
 	seen   map[nsName]uint64
 	seenAt uint64
+	// run is what every service port writes at every sync, kept for the
+	// partial syncs; spliced counts the Generates that copied it (for
+	// tests), runMade those that made it anew.
+	run              portRun
+	spliced, runMade int
+}
+
+// portRun is what the service ports write at every sync, in t.ports
+// order: their fragments, their filter rules and their nat rules in the
+// top-level chains, with where each port's begin (at i, up to i+1). A
+// partial sync writing the chains of a few Services copies the runs
+// between those ports at once, not ten thousand ports one by one; the
+// ports recomputed since with rules of the same sizes are written over
+// in place. ok: it is t.ports' with its fragments, made in the
+// large-cluster mode large.
+type portRun struct {
+	ok          bool
+	large       bool
+	frags       []*portFrag
+	filter, nat []rule
+	fOff, nOff  []int
+	idx         map[*svcPort]int
 }
 
 // GenerateWriting is Generate writing the per-Service chains of the
@@ -180,6 +202,15 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 	clear(t.old)
 	if same && known && t.last != nil && t.lastKnown && (writeSet == nil) == (t.lastWrite == nil) && maps.Equal(writeSet, t.lastWrite) {
 		t.ok = true
+		if run := &t.run; run.ok {
+			for _, sp := range t.dirty { // the same rules (the same sizes), maybe described anew
+				if i, ok := run.idx[sp]; ok {
+					run.frags[i] = t.frags[sp]
+				} else {
+					run.ok = false
+				}
+			}
+		}
 		if len(described) > 0 {
 			t.last = t.last.redescribed(described)
 			t.redescribed++
@@ -187,6 +218,10 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		return t.last, nil
 	}
 	t.last, t.lastKnown = nil, false
+	if known && writeSet != nil {
+		return t.spliceWriting(g, writeSet), nil
+	}
+	t.run.ok = false
 	r := g.begin()
 	// The rules of the last sync of this kind tell how many there are
 	// (no growing copies of ten thousand rules).
@@ -215,6 +250,89 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		t.lastWrite = maps.Clone(writeSet)
 	}
 	return r, nil
+}
+
+// spliceWriting is the end of generate for a partial sync writing the
+// chains of the Services in write: the service ports' rules from t.run
+// (made anew when the ports changed or their rules changed size), and
+// the chains of the ports of the Services written.
+func (t *Tracker) spliceWriting(g *genContext, write map[string]bool) *Rules {
+	run := &t.run
+	if run.ok && !t.reshaped && run.large == g.largeCluster {
+		for _, sp := range t.dirty {
+			i, ok := run.idx[sp]
+			f := t.frags[sp]
+			if f == nil {
+				f = g.port(sp, t.eps[sp.key()])
+				t.frags[sp] = f
+			}
+			if !ok || len(f.filter.rules) != run.fOff[i+1]-run.fOff[i] || f.natTop != run.nOff[i+1]-run.nOff[i] {
+				run.ok = false
+				break
+			}
+			run.frags[i] = f
+			copy(run.filter[run.fOff[i]:], f.filter.rules)
+			copy(run.nat[run.nOff[i]:], f.nat.rules[:f.natTop])
+		}
+	} else {
+		run.ok = false
+	}
+	if !run.ok {
+		t.runMade++
+		*run = portRun{ok: true, large: g.largeCluster, frags: make([]*portFrag, len(t.ports)),
+			fOff: make([]int, len(t.ports)+1), nOff: make([]int, len(t.ports)+1), idx: make(map[*svcPort]int, len(t.ports)),
+			filter: make([]rule, 0, t.sizes[1][0]), nat: make([]rule, 0, t.sizes[1][1])}
+		for i, sp := range t.ports {
+			f := t.frags[sp]
+			if f == nil {
+				f = g.port(sp, t.eps[sp.key()])
+				t.frags[sp] = f
+			}
+			run.frags[i], run.idx[sp] = f, i
+			run.fOff[i], run.nOff[i] = len(run.filter), len(run.nat)
+			run.filter = append(run.filter, f.filter.rules...)
+			run.nat = append(run.nat, f.nat.rules[:f.natTop]...)
+		}
+		run.fOff[len(t.ports)], run.nOff[len(t.ports)] = len(run.filter), len(run.nat)
+	}
+	// The ports written, in t.ports order.
+	var own []int
+	for k, v := range write {
+		ns, name, ok := strings.Cut(k, "/")
+		if !v || !ok {
+			continue
+		}
+		if ts := t.services[nsName{ns, name}]; ts != nil {
+			for _, sp := range ts.ports {
+				if i, ok := run.idx[sp]; ok {
+					own = append(own, i)
+				}
+			}
+		}
+	}
+	slices.Sort(own)
+	own = slices.Compact(own)
+	r := g.begin()
+	sz := &t.sizes[1]
+	r.filter.rules = slices.Grow(r.filter.rules, sz[0])
+	r.nat.rules = slices.Grow(r.nat.rules, sz[1])
+	r.frags = append(slices.Grow(r.frags, len(run.frags)), run.frags...)
+	r.filter.rules = append(r.filter.rules, run.filter...)
+	from := 0
+	for _, i := range own {
+		r.nat.rules = append(r.nat.rules, run.nat[run.nOff[from]:run.nOff[i]]...)
+		g.applyOwn(r, run.frags[i])
+		from = i + 1
+	}
+	r.nat.rules = append(r.nat.rules, run.nat[run.nOff[from]:]...)
+	g.finish(r)
+	*sz = [2]int{len(r.filter.rules) + 8, len(r.nat.rules) + 8}
+	r.Partial = true
+	t.ok = true
+	t.spliced++
+	t.last, t.lastKnown = r, true
+	t.lastWrite = maps.Clone(write)
+	return r
 }
 
 // reset empties the tracker, for cfg.

@@ -220,7 +220,7 @@ func TestStaleChains(t *testing.T) {
 // back, the large-cluster mode on and off, full syncs in between and
 // partial syncs writing every Service.
 func TestTrackerWritingEqualsGenerate(t *testing.T) {
-	hits, redescribed := 0, 0
+	hits, redescribed, spliced := 0, 0, 0
 	for n, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			drop := func(s Snapshot, f func(es *EndpointSlice)) Snapshot {
@@ -303,10 +303,87 @@ func TestTrackerWritingEqualsGenerate(t *testing.T) {
 				last, prev = got, st.snap
 			}
 			redescribed += tr.redescribed
+			spliced += tr.spliced
 		})
 	}
 	assert.Positive(t, hits, "Rules handed back again")
 	assert.Positive(t, redescribed, "Rules made from the last ones, ports described anew")
+	assert.Positive(t, spliced, "partial syncs written from the run of the ports' rules")
+}
+
+// TestTrackerSplicesTheRun: a partial sync of a Tracker copies the rules
+// every service port writes at every sync from the run it keeps (written
+// over in place for the ports recomputed, made anew when their sizes or
+// the ports change), and writes exactly what GeneratePartial writes from
+// scratch, through endpoints terminating, gone and back, a Service left
+// without endpoints and given them again, a Service deleted and added,
+// and several Services at once.
+func TestTrackerSplicesTheRun(t *testing.T) {
+	base := bigSnapshot(300, 3)
+	with := func(f func(s *Snapshot)) Snapshot {
+		out := Snapshot{Services: slices.Clone(base.Services)}
+		for _, es := range base.EndpointSlices {
+			es.Endpoints = slices.Clone(es.Endpoints)
+			out.EndpointSlices = append(out.EndpointSlices, es)
+		}
+		f(&out)
+		return out
+	}
+	term := func(i int) func(s *Snapshot) {
+		return func(s *Snapshot) {
+			e := s.EndpointSlices[i].Endpoints[0]
+			s.EndpointSlices[i].Endpoints[0] = terminating(e.Addresses[0].String(), e.NodeName, true)
+		}
+	}
+	gone := func(i int) func(s *Snapshot) {
+		return func(s *Snapshot) { s.EndpointSlices[i].Endpoints = s.EndpointSlices[i].Endpoints[1:] }
+	}
+	none := func(i int) func(s *Snapshot) {
+		return func(s *Snapshot) { s.EndpointSlices[i].Endpoints = nil }
+	}
+	both := func(a, b func(s *Snapshot)) func(s *Snapshot) {
+		return func(s *Snapshot) { a(s); b(s) }
+	}
+	steps := []struct {
+		snap    Snapshot
+		inPlace bool // the run written over in place, not made anew
+		again   bool // the same rules, handed back (the run's fragments described anew)
+	}{
+		{snap: with(term(7))}, // (the run made)
+		{snap: with(gone(7)), inPlace: true, again: true},
+		{snap: base, inPlace: true},
+		{snap: with(term(150)), inPlace: true},
+		{snap: with(both(gone(150), term(299))), inPlace: true},
+		{snap: with(none(3))}, // its cluster IP rule moves to filter: other sizes
+		{snap: base},
+		{snap: with(gone(0)), inPlace: true},
+		{snap: Snapshot{Services: base.Services[1:], EndpointSlices: base.EndpointSlices[1:]}}, // a port less
+		{snap: base},
+		{snap: with(term(42)), inPlace: true},
+	}
+	cfg := Config{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")}
+	tr := &Tracker{AnyNode: true}
+	_, err := tr.GenerateWriting(cfg, base, nil, nil)
+	require.NoError(t, err)
+	prev := base
+	for i, st := range steps {
+		changed := changedBetween(prev, st.snap)
+		require.NotEmpty(t, changed, "step %d", i)
+		exp, err := GeneratePartial(cfg, st.snap, func(ns, name string) bool { return changed[ns+"/"+name] })
+		require.NoError(t, err)
+		made, spliced := tr.runMade, tr.spliced
+		got, err := tr.GenerateWriting(cfg, st.snap, changed, changed)
+		require.NoError(t, err, "step %d", i)
+		require.Equal(t, exp.RestoreInput(), got.RestoreInput(), "step %d", i)
+		require.Equal(t, exp, got, "step %d", i)
+		if st.again {
+			assert.Equal(t, spliced, tr.spliced, "step %d: handed back", i)
+		} else {
+			assert.Equal(t, spliced+1, tr.spliced, "step %d: written from the run", i)
+		}
+		assert.Equal(t, !st.inPlace, tr.runMade > made, "step %d: the run made anew", i)
+		prev = st.snap
+	}
 }
 
 // TestTrackerChecksDuplicatesOfTheChanged: with the Services changed
