@@ -459,14 +459,27 @@ func (t *Table) builtinByName(name string) bool {
 	return false
 }
 
-var hookOK = map[targetKind]struct {
+// hookLimit is the hooks a target may be used from (the kernel's
+// xt_target hooks mask), hooks naming them as iptables' error does.
+type hookLimit struct {
 	mask  uint8
 	hooks string
-}{
+}
+
+// hookOK holds, by target kind, the targets usable from some hooks only
+// (an array: summarizing a chain of ten thousand rules looks each up).
+var hookOK = [256]hookLimit{
 	tDNAT:       {1<<datapath.Prerouting | 1<<datapath.Output, "PREROUTING/OUTPUT"},
 	tSNAT:       {1<<datapath.Postrouting | 1<<datapath.Input, "INPUT/POSTROUTING"},
 	tMasquerade: {1 << datapath.Postrouting, "POSTROUTING"},
 	tReject:     {1<<datapath.Input | 1<<datapath.Forward | 1<<datapath.Output, "INPUT/FORWARD/OUTPUT"},
+}
+
+// hookLimitOf returns the hooks target kind k may be used from; false
+// when it may be used from any.
+func hookLimitOf(k targetKind) (hookLimit, bool) {
+	l := hookOK[k]
+	return l, l.hooks != ""
 }
 
 func hookNames(m uint8) string {
@@ -636,7 +649,7 @@ func (st *staged) validate() (*Rule, error) {
 	for _, name := range slices.Sorted(maps.Keys(st.chains)) {
 		c := st.chains[name]
 		for _, r := range st.rulesOf(c) {
-			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+			if ok, restricted := hookLimitOf(r.target.kind); restricted && masks[c]&^ok.mask != 0 {
 				return r, errorf("%s target: used from hooks %s, but only usable from %s", r.target.name, hookNames(masks[c]), ok.hooks)
 			}
 		}
@@ -665,7 +678,7 @@ func (st *staged) misused(reached []*Chain, masks map[*Chain]uint8) bool {
 			continue
 		}
 		for _, r := range st.rulesOf(c) {
-			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+			if ok, restricted := hookLimitOf(r.target.kind); restricted && masks[c]&^ok.mask != 0 {
 				return true
 			}
 		}

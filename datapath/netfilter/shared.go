@@ -621,7 +621,7 @@ func (s *Shared) summarizeChain(c *Chain, state map[*Chain]uint8, visit func(*Ch
 	state[c] = 1
 	mask, h := all, 0
 	for _, r := range c.rules {
-		if ok, restricted := hookOK[r.target.kind]; restricted {
+		if ok, restricted := hookLimitOf(r.target.kind); restricted {
 			mask &= ok.mask
 		}
 		tc := r.target.chain
@@ -720,7 +720,7 @@ func (nf *Netfilter) attach(sets []*Shared) error {
 			on[c] = true
 			defer delete(on, c)
 			for _, r := range c.rules {
-				if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+				if ok, restricted := hookLimitOf(r.target.kind); restricted && masks[c]&^ok.mask != 0 {
 					return false
 				}
 				if tc := r.target.chain; tc != nil && !visit(resolve(tc), h, depth+1, on) {
@@ -1135,22 +1135,26 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	}
 	// Summaries: the chains not replaced keep theirs (nothing below them
 	// changed).
+	// The chains s made are marked as its own; the others keep the mark
+	// of the ruleset that made them (one without loops: prev has none,
+	// and nothing below them changed), so that patching costs the chains
+	// replaced, not the ruleset's. The mark, new, tells the chains
+	// replaced while they are summarized (no name looked up for each of
+	// the ten thousand jumps of a chain copied); it says whether s loops
+	// once they are.
+	mark := &sharedMark{}
+	for _, c := range repl {
+		c.shared = mark
+	}
 	state := make(map[*Chain]uint8, len(repl))
-	replaced := func(tc *Chain) bool { return repl[tc.Name] == tc }
+	replaced := func(tc *Chain) bool { return tc.shared == mark }
 	for _, name := range slices.Sorted(maps.Keys(repl)) {
 		if c := repl[name]; state[c] == 0 {
 			s.summarizeChain(c, state, replaced)
 		}
 	}
+	mark.loops = s.loops
 	s.reused, s.patched = len(s.names)-len(repl), true
-	// The chains s made are marked as its own; the others keep the mark
-	// of the ruleset that made them (one without loops: prev has none,
-	// and nothing below them changed), so that patching costs the chains
-	// replaced, not the ruleset's.
-	mark := &sharedMark{loops: s.loops}
-	for _, c := range repl {
-		c.shared = mark
-	}
 	diff := slices.Clone(changed)
 	for name := range deleted {
 		diff = append(diff, name)
@@ -1980,7 +1984,7 @@ func reachOf(t *Table, own map[string]*Chain, resolve func(*Chain) *Chain) (*own
 		on[c] = true
 		defer delete(on, c)
 		for _, r := range c.rules {
-			if ok, restricted := hookOK[r.target.kind]; restricted && masks[c]&^ok.mask != 0 {
+			if ok, restricted := hookLimitOf(r.target.kind); restricted && masks[c]&^ok.mask != 0 {
 				return false
 			}
 			if tc := r.target.chain; tc != nil && !visit(resolve(tc), h, depth+1, on) {
