@@ -159,8 +159,10 @@ var ErrNotShareable = errors.New("netfilter: input cannot be shared between name
 var errDetach = errors.New("netfilter: the command writes a shared chain")
 
 // sharedIDs numbers the rulesets compiled (not on the walk: compiling is a
-// control-plane step).
-var sharedIDs uint64
+// control-plane step). A number is only an identity: atomic, because the
+// worlds of a test suite's parallel tests compile on separate goroutines
+// (TestWorldsOnSeparateGoroutines), and a number skipped is never reused.
+var sharedIDs atomic.Uint64
 
 // Input returns the iptables-restore input s was compiled from ("" for a
 // nil s).
@@ -213,10 +215,9 @@ func CompileSharedLines(table string, prev, like *Shared, in ChainLines) (*Share
 	if prev != nil && like == prev && prev.table == table && prev.lines != nil && !prev.loops {
 		// Numbered as compileShared numbers them (a ruleset for the
 		// text, then the one sameAs or patchShared makes).
-		sharedIDs++
+		sharedIDs.Add(1)
 		if v := sameAs(table, prev, like, "", in.Declared, in.Lines, in.Deleted, true); v != nil {
-			sharedIDs++
-			v.id = sharedIDs
+			v.id = sharedIDs.Add(1)
 			v.lineage = extendLineage(v.id, v.lineage, nil, nil)
 			v.parsed = &parsedInput{lines: in.Lines, deleted: in.Deleted, simple: true}
 			v.inputFn = in.Text
@@ -227,7 +228,8 @@ func CompileSharedLines(table string, prev, like *Shared, in ChainLines) (*Share
 			v.inputFn = in.Text
 			return v, nil
 		}
-		sharedIDs-- // (compileShared numbers it again)
+		// (compileShared numbers it again: the number taken above is
+		// skipped.)
 	}
 	return CompileSharedLike(table, prev, like, in.Text())
 }
@@ -257,8 +259,7 @@ func CompileSharedLike(table string, prev, like *Shared, input string) (*Shared,
 		// prev's own input again (a sync that changed no rule): the
 		// lines are prev's, not parsed again.
 		if v := sameAs(table, prev, like, input, prev.declared, p.lines, p.deleted, p.simple); v != nil {
-			sharedIDs += 2 // as compileShared numbers it
-			v.id, v.parsed = sharedIDs, p
+			v.id, v.parsed = sharedIDs.Add(2), p // as compileShared numbers it
 			v.lineage = extendLineage(v.id, v.lineage, nil, nil)
 			return v, nil
 		}
@@ -408,14 +409,12 @@ func compileShared(table string, prev, like *Shared, input string, lines map[str
 		return nil, ErrNotShareable
 	}
 	nf.tables[table] = t
-	sharedIDs++
-	s := &Shared{table: table, id: sharedIDs, input: input, declared: declared}
+	s := &Shared{table: table, id: sharedIDs.Add(1), input: input, declared: declared}
 	if prev != nil {
 		s.prev = prev.id
 	}
 	if v := sameAs(table, prev, like, input, declared, lines, deleted, simple); v != nil {
-		sharedIDs++
-		v.id = sharedIDs
+		v.id = sharedIDs.Add(1)
 		v.lineage = extendLineage(v.id, v.lineage, nil, nil)
 		v.parsed = &parsedInput{lines: lines, deleted: deleted, simple: simple}
 		return v, nil
@@ -1051,8 +1050,7 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 			c.rules[i] = n
 		}
 	}
-	sharedIDs++
-	s := &Shared{table: table, id: sharedIDs, prev: prev.id, input: input, declared: declared}
+	s := &Shared{table: table, id: sharedIDs.Add(1), prev: prev.id, input: input, declared: declared}
 	s.chains = maps.Clone(prev.chains)
 	s.lines = maps.Clone(prev.lines)
 	s.refs = maps.Clone(prev.refs)
