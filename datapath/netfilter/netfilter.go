@@ -842,6 +842,8 @@ func (s *natStage) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdic
 			}
 		}
 	}
+	// ManipPacket's own first test, made here too: most connections have
+	// no binding, and the call is not inlined.
 	if e.Status&conntrack.StatusNATMask != 0 && e.ManipPacket(p, info, s.manip) && p.Trace != nil {
 		what := s.manip.String()
 		if info.Reply() {

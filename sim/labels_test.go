@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
-	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,39 +23,6 @@ func footprintCluster(t *testing.T, n int) *Cluster {
 		require.NoError(t, err)
 	}
 	return c
-}
-
-// TestPodFootprint: the objects a pod's start allocates (its API object
-// and Events, the kubelet's bookkeeping, the sandbox namespace and the CNI
-// ADD), counted over waves of one pod per node as bench/scale creates
-// them. The count is what decides how much of a large build the garbage
-// collector takes: 70 per pod here before the lazily made namespace maps
-// and the shared labels, 61 after. The specs are made before counting.
-func TestPodFootprint(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector changes allocation counts")
-	}
-	const nodes, waves = 20, 10
-	c := footprintCluster(t, nodes)
-	web := []Container{{Name: "web", Ports: []ContainerPort{{Name: "http", ContainerPort: 80}}}}
-	batches := make([][]PodSpec, waves)
-	for w := range batches {
-		for i := range nodes {
-			j := w*nodes + i
-			batches[w] = append(batches[w], PodSpec{Namespace: "scale", Name: fmt.Sprintf("pod-%04d", j), Node: fmt.Sprintf("node-%02d", i),
-				Labels: map[string]string{"group": strconv.Itoa(j / 3)}, Containers: web})
-		}
-	}
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for _, b := range batches {
-		_, err := c.AddPods(b)
-		require.NoError(t, err)
-	}
-	runtime.ReadMemStats(&m1)
-	perPod := float64(m1.Mallocs-m0.Mallocs) / (nodes * waves)
-	t.Logf("%.1f objects allocated per pod", perPod)
-	assert.LessOrEqual(t, perPod, 62.0)
 }
 
 // TestPodSpecLabelsAreTheObjects: a running pod's Spec.Labels is its

@@ -1,6 +1,0 @@
-//go:build !race
-
-package sim
-
-// raceEnabled: the race detector is off.
-const raceEnabled = false
