@@ -50,7 +50,7 @@ func (c *clock) NowMonotonic() tcpip.MonotonicTime {
 // AfterFunc implements tcpip.Clock: f runs on the event loop after d of
 // virtual time, unless the timer is stopped or reset first.
 func (c *clock) AfterFunc(d time.Duration, f func()) tcpip.Timer {
-	t := &vtimer{d: c.d, f: f}
+	t := &vtimer{d: c.d, f: f, stack: true}
 	t.Reset(d)
 	return t
 }
@@ -63,6 +63,8 @@ type vtimer struct {
 	f     func()
 	gen   uint64
 	armed bool
+	// stack: gVisor armed it (counted in driver.stackEvents).
+	stack bool
 }
 
 // vtimerEvent is one arming of a vtimer, as queued on the engine.
@@ -93,6 +95,9 @@ func (t *vtimer) Reset(d time.Duration) {
 	t.armed = true
 	ev := t.d.newTimerEvent()
 	ev.t, ev.gen = t, t.gen
+	if t.stack {
+		t.d.stackEvents++
+	}
 	t.d.e.ScheduleTimer(max(d, 0), ev)
 }
 
@@ -126,6 +131,9 @@ func (d *driver) newTimerEvent() *vtimerEvent {
 }
 
 func (d *driver) freeTimerEvent(ev *vtimerEvent) {
+	if ev.t.stack {
+		d.stackEvents--
+	}
 	*ev = vtimerEvent{}
 	d.freeEvents = append(d.freeEvents, ev)
 }

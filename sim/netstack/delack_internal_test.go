@@ -99,12 +99,16 @@ func TestAckTimerOrder(t *testing.T) {
 
 // TestAckTimerQueue: the delayed-ACK timers of a kept-alive connection,
 // armed and stopped twice per GET, keep one event each in the engine's
-// queue, not one per arming until its time comes.
+// queue, not one per arming until its time comes. The events of gVisor's
+// own timers (one per arming) are left out of the count: how many of
+// their stopped armings are still queued varies with how its goroutines
+// batched segments when GOMAXPROCS > 1 (race runs saw 0 to 10 more).
 func TestAckTimerQueue(t *testing.T) {
-	r, _, _, c := crossNodeGET(t)
-	before := r.World.Engine.Pending()
+	r, client, _, c := crossNodeGET(t)
+	ours := func() int { return r.World.Engine.Pending() - client.d.stackEvents }
+	before := ours()
 	for range 200 {
 		get(t, c)
 	}
-	require.LessOrEqual(t, r.World.Engine.Pending(), before+2)
+	require.LessOrEqual(t, ours(), before+2)
 }

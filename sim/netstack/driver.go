@@ -63,6 +63,9 @@ type driver struct {
 	// staleQueued counts stopped or re-armed timer events still in the
 	// engine's queue: they are foreground events that will never run.
 	staleQueued int
+	// stackEvents counts the events in the engine's queue of the timers
+	// gVisor armed (clock.AfterFunc), stale or not.
+	stackEvents int
 }
 
 // idle reports whether the only foreground events left are cancelled
