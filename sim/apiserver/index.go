@@ -109,7 +109,7 @@ func (s *Server) index(kind, name string) map[string]map[string]struct{} {
 	}
 	idx := map[string]map[string]struct{}{}
 	s.indexes[kind][name] = idx
-	for k, o := range s.objs[kind] {
+	for k, o := range s.objsOf(kind) {
 		s.indexAdd(idx, f, k, o)
 	}
 	return idx
@@ -169,7 +169,7 @@ func (s *Server) ByIndexFunc(kind, index, value string, keep func(Object) bool) 
 func (s *Server) PeekByIndexFunc(kind, index, value string, keep func(Object) bool) []Object {
 	set := s.index(kind, index)[value]
 	keys := make([]string, 0, len(set))
-	m := s.objs[kind]
+	m := s.objsOf(kind)
 	for k := range set {
 		if keep == nil || keep(m[k]) {
 			keys = append(keys, k)
@@ -204,5 +204,5 @@ func (s *Server) first(kind, index, value string) Object {
 	if best == "" {
 		return nil
 	}
-	return s.objs[kind][best]
+	return s.objsOf(kind)[best]
 }

@@ -72,6 +72,16 @@ type Server struct {
 	// which counters: createAt takes a guess that is that text, at the
 	// same counters, without making it again.
 	made madeIDs
+	// compact holds the Events recorded and not yet read, by key: see
+	// compactEvent. Every read of the kind Event (objsOf) expands them
+	// into objs first.
+	compact map[string]compactEvent
+	// eventTexts are the compact Events' kinds, types, components and
+	// reasons, each once; eventTextIdx finds one.
+	eventTexts   []eventText
+	eventTextIdx map[eventText]uint32
+	// eager: Events are stored in full as they are recorded (EagerEvents).
+	eager bool
 }
 
 // madeIDs is the text nextIDs made (UID then resourceVersion, the UID's
@@ -87,7 +97,7 @@ type madeIDs struct {
 // read-only watchers get the copy the others get, Submit and WriteStatus
 // copy what they are handed. It is the reference the sharing is compared
 // with (what every caller saw before it was introduced).
-func (s *Server) DisableSharing() { s.copyAll = true }
+func (s *Server) DisableSharing() { s.copyAll = true; s.EagerEvents() }
 
 type txn struct {
 	undo    []undo
@@ -227,7 +237,7 @@ func (s *Server) Peek(kind, namespace, name string) (Object, bool) {
 	// string, and the kubelet peeks at a pod five times as it starts it.
 	var buf [96]byte
 	b := append(append(append(buf[:0], namespace...), '/'), name...)
-	o, ok := s.objs[kind][string(b)]
+	o, ok := s.objsOf(kind)[string(b)]
 	if ok && s.copyAll {
 		o = o.DeepCopyObject().(Object)
 	}
@@ -244,7 +254,7 @@ func (s *Server) Get(kind, namespace, name string) (Object, error) {
 	if !k.Namespaced {
 		namespace = ""
 	}
-	o, ok := s.objs[kind][key(namespace, name)]
+	o, ok := s.objsOf(kind)[key(namespace, name)]
 	if !ok {
 		return nil, apierrors.NewNotFound(k.GroupResource(), name)
 	}
@@ -254,7 +264,7 @@ func (s *Server) Get(kind, namespace, name string) (Object, error) {
 // List returns copies of the objects of kind in namespace ("" for all),
 // sorted by namespace, then name.
 func (s *Server) List(kind, namespace string) []Object {
-	m := s.objs[kind]
+	m := s.objsOf(kind)
 	keys := make([]string, 0, len(m))
 	for k, o := range m {
 		if namespace == "" || o.GetNamespace() == namespace {
@@ -272,7 +282,7 @@ func (s *Server) List(kind, namespace string) []Object {
 // ListFunc returns the stored objects of kind for which keep returns true,
 // without copying: keep must not modify them.
 func (s *Server) ListFunc(kind string, keep func(Object) bool) []Object {
-	m := s.objs[kind]
+	m := s.objsOf(kind)
 	keys := make([]string, 0)
 	for k, o := range m {
 		if keep(o) {
@@ -288,7 +298,7 @@ func (s *Server) ListFunc(kind string, keep func(Object) bool) []Object {
 }
 
 // Count returns the number of stored objects of kind.
-func (s *Server) Count(kind string) int { return len(s.objs[kind]) }
+func (s *Server) Count(kind string) int { return len(s.objsOf(kind)) }
 
 // Create stores a new object after defaulting, allocation and validation,
 // and returns the stored copy.
@@ -371,7 +381,7 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 		kk, free = key(obj.GetNamespace(), obj.GetName()), false
 	}
 	if !free {
-		if _, ok := s.objs[kind][kk]; ok {
+		if _, ok := s.objsOf(kind)[kk]; ok {
 			return nil, "", apierrors.NewAlreadyExists(k.GroupResource(), obj.GetName())
 		}
 	}
@@ -506,7 +516,7 @@ func (s *Server) generateName(kind, ns, base string) string {
 		for range 5 {
 			b = append(b, alphabet[s.rng.IntN(len(alphabet))])
 		}
-		if _, taken := s.objs[kind][key(ns, string(b))]; !taken {
+		if _, taken := s.objsOf(kind)[key(ns, string(b))]; !taken {
 			return string(b)
 		}
 	}
@@ -557,7 +567,7 @@ func (s *Server) write(obj Object, status, result bool) (Object, error) {
 		ns = metav1.NamespaceDefault
 		obj.SetNamespace(ns)
 	}
-	old, ok := s.objs[kind][key(ns, obj.GetName())]
+	old, ok := s.objsOf(kind)[key(ns, obj.GetName())]
 	if !ok {
 		return nil, apierrors.NewNotFound(k.GroupResource(), obj.GetName())
 	}
@@ -686,7 +696,7 @@ func (s *Server) DeleteNow(kind, namespace, name string) error {
 	} else if namespace == "" {
 		namespace = metav1.NamespaceDefault
 	}
-	old, ok := s.objs[kind][key(namespace, name)]
+	old, ok := s.objsOf(kind)[key(namespace, name)]
 	if !ok {
 		return apierrors.NewNotFound(k.GroupResource(), name)
 	}
@@ -753,8 +763,17 @@ func (s *Server) Abort() {
 	s.rev, s.uids = t.rev, t.uids
 	s.evTaken = evTaken{} // the revision goes back: what it knew may not hold
 	s.events = newEventIndex(s)
-	for _, k := range slices.Sorted(maps.Keys(s.objs["Event"])) {
-		s.events.set(eventKey(s.objs["Event"][k].(*corev1.Event)), k)
+	// The events recorded compactly before Begin are not undone (a
+	// transaction records in full): their keys are indexed with the rest.
+	keys := slices.AppendSeq(slices.Collect(maps.Keys(s.objs["Event"])), maps.Keys(s.compact))
+	slices.Sort(keys)
+	for _, k := range keys {
+		if o, ok := s.objs["Event"][k]; ok {
+			s.events.set(eventKey(o.(*corev1.Event)), k)
+		} else {
+			c := s.compact[k]
+			s.events.set(s.dedup(&c, k), k)
+		}
 	}
 }
 
@@ -849,7 +868,7 @@ func (s *Server) Apply(obj Object) (Object, ApplyResult, error) {
 	} else if ns == "" {
 		ns = metav1.NamespaceDefault
 	}
-	old, ok := s.objs[kind][key(ns, obj.GetName())]
+	old, ok := s.objsOf(kind)[key(ns, obj.GetName())]
 	if !ok {
 		c := obj.DeepCopyObject().(Object)
 		c.SetResourceVersion("")

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -83,6 +84,9 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	h := s.events.hash(dk)
 	name, ok, slotFree := s.events.findAt(h, dk)
 	if ok {
+		if _, pending := s.compact[name]; pending {
+			s.expandEvents() // a repeat: written as an update, in full
+		}
 		if o, ok := s.objs["Event"][name]; ok {
 			c := o.(*corev1.Event).DeepCopy()
 			c.Count++
@@ -108,13 +112,41 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	}
 	for {
 		if _, taken := s.objs["Event"][string(b)]; !taken {
-			break
+			if _, taken := s.compact[string(b)]; !taken {
+				break
+			}
 		}
 		b = append(b, '0')
 	}
+	klen := len(b)
+	if !s.eager && s.tx == nil && len(s.watches["Event"]) == 0 && isDNSLabel(ns) {
+		// What createAt would check, allocate and store, kept compactly
+		// until the kind is read: no watcher hears of it, no
+		// transaction can undo it, its metadata is valid (else the key
+		// made here is let go, and the Event stored in full).
+		s.keyBuf = b
+		kk := string(b)
+		if text, ok := s.eventTextOf(eventText{kind, eventType, component, reason}); ok && isDNSSubdomain(kk[len(ns)+1:]) {
+			if s.compact == nil {
+				s.compact = map[string]compactEvent{}
+			}
+			s.made = madeIDs{}
+			s.uids++
+			s.rev++
+			c := compactEvent{at: now.Time, name: obj.GetName(), rv: obj.GetResourceVersion(), uid: obj.GetUID(), msg: message,
+				uidN: s.uids, rev: s.rev, text: text, cluster: obj.GetNamespace() == ""}
+			if created := s.Now(); created != now.Time {
+				c.created = new(time.Time) // only here: &created would move every created to the heap
+				*c.created = created
+			}
+			s.compact[kk] = c
+			s.events.setAt(h, dk, kk, slotFree)
+			s.evTaken = evTaken{base: kk[:base], n: klen - base + 1, rev: s.rev}
+			return
+		}
+	}
 	// The UID and resourceVersion it will get are made in the same
 	// string (createAt checks them).
-	klen := len(b)
 	b, n := s.nextIDs(b)
 	s.keyBuf = b
 	all := string(b)
@@ -176,8 +208,21 @@ func newEventIndex(s *Server) *eventIndex {
 
 // holds reports whether the stored event under key k has dedup key dk.
 func (x *eventIndex) holds(k string, dk eventDedup) bool {
-	o, ok := x.s.objs["Event"][k]
-	return ok && eventKey(o.(*corev1.Event)) == dk
+	if o, ok := x.s.objs["Event"][k]; ok {
+		return eventKey(o.(*corev1.Event)) == dk
+	}
+	c, ok := x.s.compact[k]
+	return ok && x.s.dedup(&c, k) == dk
+}
+
+// heldByOther reports whether the stored event under key k has a dedup
+// key other than dk.
+func (x *eventIndex) heldByOther(k string, dk eventDedup) bool {
+	if o, ok := x.s.objs["Event"][k]; ok {
+		return eventKey(o.(*corev1.Event)) != dk
+	}
+	c, ok := x.s.compact[k]
+	return ok && x.s.dedup(&c, k) != dk
 }
 
 // find returns the key of the event recorded for dk (one that may have
@@ -212,7 +257,7 @@ func (x *eventIndex) setAt(h uint64, dk eventDedup, k string, free bool) {
 		return
 	}
 	if old, ok := x.byHash[h]; ok && old != k {
-		if o, ok := x.s.objs["Event"][old]; ok && eventKey(o.(*corev1.Event)) != dk {
+		if x.heldByOther(old, dk) {
 			// Another dedup key's event holds the hash.
 			if x.more == nil {
 				x.more = map[eventDedup]string{}
