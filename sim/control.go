@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubewalk/kubewalk/datapath"
 	"github.com/kubewalk/kubewalk/sim/apiserver"
 	"github.com/kubewalk/kubewalk/sim/controller"
 )
@@ -58,9 +59,9 @@ type controlPlane struct {
 	deploy    *controller.Deployments
 	ds        *controller.DaemonSets
 	kubelet   *controller.Queue // pod keys, for every node's kubelet
-	proxy     *controller.Queue // one key: kube-proxy's sync on every node
-
-	lastProxySync map[string]time.Duration // node → its kube-proxy's last sync
+	// proxy is kube-proxy's sync on every node: a queue keyed by node
+	// name (proxyQueue).
+	proxy proxyQueue
 	// allQueued is the number of nodes (the first ones of Cluster.nodes)
 	// the last queueProxySync for all nodes queued, while none has
 	// synced since: queueing them again changes nothing (each is queued
@@ -84,10 +85,12 @@ func (c *Cluster) startControlPlane() error {
 		deploy:    controller.NewDeployments(api, eng),
 		ds:        controller.NewDaemonSets(api, eng),
 	}
-	cp.lastProxySync = map[string]time.Duration{}
 	c.cp = cp
 	cp.kubelet = controller.NewQueue(eng, "kubelet", 0, c.syncPod)
-	cp.proxy = controller.NewQueue(eng, "kube-proxy", 0, c.syncProxies)
+	cp.proxy = proxyQueue{c: c, byName: map[string]*proxyNode{}}
+	if proxyQueueOfNames {
+		cp.proxy.names = controller.NewQueue(eng, "kube-proxy", 0, c.syncProxies)
+	}
 	api.WatchReadOnly("Pod", func(ev watch.Event) {
 		p := ev.Object.(*corev1.Pod)
 		if p.Spec.NodeName != "" || c.Pod(p.Namespace, p.Name) != nil {
@@ -181,34 +184,169 @@ func (c *Cluster) queueProxySync(nodes ...string) {
 	if cp == nil {
 		return
 	}
-	if len(nodes) == 0 {
-		if cp.allQueued == len(c.nodes) && cp.allQueued > 0 {
-			return
+	q := &cp.proxy
+	if len(nodes) > 0 {
+		for _, name := range nodes {
+			pn := q.named(name)
+			q.wake(pn, c.proxyDelay(pn))
 		}
-		cp.allQueued = len(c.nodes)
-		for _, n := range c.nodes {
-			nodes = append(nodes, n.Name)
-		}
+		return
 	}
-	for _, name := range nodes {
-		delay := time.Duration(0)
-		if last, ok := cp.lastProxySync[name]; ok {
-			if next := last + ProxyMinSyncPeriod; next > c.World.Now() {
-				delay = next - c.World.Now()
-			}
+	if cp.allQueued == len(c.nodes) && cp.allQueued > 0 {
+		return
+	}
+	cp.allQueued = len(c.nodes)
+	// Every node in order, each from its place in c.nodes (no name
+	// looked up).
+	if len(q.order) > len(c.nodes) {
+		q.order = q.order[:len(c.nodes)]
+	}
+	for i, n := range c.nodes {
+		if i == len(q.order) {
+			q.order = append(q.order, nil)
 		}
-		cp.proxy.AddAfter(name, delay)
+		pn := q.order[i]
+		if pn == nil || pn.node != n {
+			pn = q.named(n.Name)
+			pn.node, pn.at = n, i
+			q.order[i] = pn
+		}
+		q.wake(pn, c.proxyDelay(pn))
 	}
 }
 
-// syncProxies is one node's kube-proxy syncing.
+// proxyDelay is how long node pn's kube-proxy waits before it syncs a
+// change seen now: until ProxyMinSyncPeriod after its last sync.
+func (c *Cluster) proxyDelay(pn *proxyNode) time.Duration {
+	if pn.synced {
+		if next := pn.last + ProxyMinSyncPeriod; next > c.World.Now() {
+			return next - c.World.Now()
+		}
+	}
+	return 0
+}
+
+// proxyQueueOfNames makes kube-proxy's queue a controller.Queue of node
+// names, as it was before proxyQueue (a variable so that a test can
+// compare the two).
+var proxyQueueOfNames = false
+
+// proxySynced, set by tests, is called with each node's kube-proxy sync
+// the queue runs and its virtual time.
+var proxySynced func(node string, at time.Duration)
+
+// proxyQueue is kube-proxy's sync on every node as a controller.Queue of
+// node names (one key per node) runs it: a name queued runs after its
+// delay unless queued already to run no later, a failed sync runs again
+// after RequeueAfter as a background event. The state of each name is
+// kept by name once and reached from the nodes' order, so that waking
+// every node after an event looks no name up and hashes no string.
+type proxyQueue struct {
+	c      *Cluster
+	byName map[string]*proxyNode
+	// order is the state of c.nodes[i] at i (a hint: checked against the
+	// node).
+	order []*proxyNode
+	// names, when set, is the controller.Queue this stands for, which
+	// then does the work.
+	names *controller.Queue
+}
+
+// proxyNode is one node name's entry: its kube-proxy's last sync, and its
+// pending wake-up.
+type proxyNode struct {
+	name    string
+	node    *Node // the node of that name when last seen, at c.nodes[at]
+	at      int
+	last    time.Duration
+	synced  bool
+	pending *proxyWake
+}
+
+// proxyWake is one queued sync of a node name (controller.Queue's item).
+type proxyWake struct {
+	q     *proxyQueue
+	pn    *proxyNode
+	at    time.Duration
+	bg    bool // a retry: does not keep the world busy
+	stale bool // superseded by an earlier one for the same name
+}
+
+// named returns the entry of the node named name.
+func (q *proxyQueue) named(name string) *proxyNode {
+	pn := q.byName[name]
+	if pn == nil {
+		pn = &proxyNode{name: name, at: -1}
+		q.byName[name] = pn
+	}
+	return pn
+}
+
+// wake queues pn to sync after d, unless it is queued already to run no
+// later than that (controller.Queue.AddAfter).
+func (q *proxyQueue) wake(pn *proxyNode, d time.Duration) {
+	if q.names != nil {
+		q.names.AddAfter(pn.name, d)
+		return
+	}
+	eng := q.c.World.Engine
+	at := eng.Now() + d
+	if w := pn.pending; w != nil {
+		if w.at <= at && !w.bg {
+			return
+		}
+		w.stale = true
+	}
+	w := &proxyWake{q: q, pn: pn, at: at}
+	pn.pending = w
+	eng.ScheduleTimer(d, w)
+}
+
+// Stale implements datapath.StaleTimer: a superseded wake-up neither runs
+// nor moves the clock.
+func (w *proxyWake) Stale() bool { return w.stale }
+
+// Fire implements datapath.Timer: the node's kube-proxy syncs (the
+// controller.Queue's item firing with syncProxies).
+func (w *proxyWake) Fire(*datapath.Walk) {
+	if w.stale {
+		return
+	}
+	pn, q := w.pn, w.q
+	pn.pending = nil
+	c := q.c
+	if res, _ := c.syncProxyNode(pn); res.RequeueAfter > 0 && pn.pending == nil {
+		w := &proxyWake{q: q, pn: pn, at: c.World.Now() + res.RequeueAfter, bg: true}
+		pn.pending = w
+		c.World.Engine.ScheduleBackground(res.RequeueAfter, w)
+	}
+}
+
+// syncProxies is one node's kube-proxy syncing (the reconcile of
+// controller.Queue of node names).
 func (c *Cluster) syncProxies(name string) (controller.Result, error) {
-	c.cp.allQueued = 0 // name has left the queue
-	n := c.Node(name)
+	return c.syncProxyNode(c.cp.proxy.named(name))
+}
+
+// syncProxyNode is the kube-proxy of the node named pn.name syncing.
+func (c *Cluster) syncProxyNode(pn *proxyNode) (controller.Result, error) {
+	c.cp.allQueued = 0 // the node has left the queue
+	n := pn.node
+	if n == nil || pn.at < 0 || pn.at >= len(c.nodes) || c.nodes[pn.at] != n {
+		// Not the node at its place in c.nodes (nodes are only
+		// appended, and a registration that fails takes the last one
+		// off): look it up.
+		if n = c.Node(pn.name); n != nil {
+			pn.node, pn.at = n, slices.Index(c.nodes, n)
+		}
+	}
 	if n == nil || n.Proxier == nil {
 		return controller.Result{}, nil
 	}
-	c.cp.lastProxySync[name] = c.World.Now()
+	pn.last, pn.synced = c.World.Now(), true
+	if proxySynced != nil {
+		proxySynced(n.Name, pn.last)
+	}
 	if err := c.syncNode(n, c.snapshot()); err != nil {
 		// kube-proxy logs "Failed to execute iptables-restore" and
 		// retries after its sync period; the rules already loaded stay.

@@ -96,7 +96,7 @@ func (m proxyMaxInterval) Fire(*datapath.Walk) {
 		return
 	}
 	if p.c.cp != nil {
-		p.c.cp.proxy.AddAfter(p.n.Name, 0)
+		p.c.cp.proxy.wake(p.c.cp.proxy.named(p.n.Name), 0)
 		return
 	}
 	_ = p.c.syncNode(p.n, p.c.snapshot())
