@@ -140,12 +140,23 @@ func (e *Error) Error() string { return "route " + e.Op + " " + e.Route + ": " +
 
 // Table is a routing table. Lookup is a longest-prefix match over one map
 // per prefix length, longest first; among routes for the same prefix the
-// lowest metric wins. Lookups do not allocate.
+// lowest metric wins. Lookups do not allocate. A table of up to smallMax
+// routes (a pod's: the default route and its subnet) keeps them in one
+// slice instead, longest prefix first, then by address, then by metric:
+// the same answers from one allocation instead of a map and a slice per
+// prefix length.
 type Table struct {
-	byLen [33]map[uint32][]Route
-	lens  uint64 // bit i set when byLen[i] is non-empty
-	n     int
-	gen   uint64
+	// byLen is the maps, made by the first route beyond smallMax (nil
+	// while the table is small).
+	byLen *[33]map[uint32][]Route
+	// small holds the routes while byLen is nil.
+	small []Route
+	// mapsOnly: routes always go to byLen (the reference the small
+	// tables are compared with).
+	mapsOnly bool
+	lens     uint64 // bit i set when a route has prefix length i
+	n        int
+	gen      uint64
 	// shared, when set, is a table of routes this one holds too (all but
 	// the one at skip), without copies: see Shared.
 	shared *Shared
@@ -189,6 +200,142 @@ func (t *Table) Gen() uint64 {
 	return t.gen
 }
 
+// smallMax is the most routes a table keeps in its small slice.
+const smallMax = 6
+
+// isSmall reports whether t keeps its routes in small.
+func (t *Table) isSmall() bool { return t.byLen == nil }
+
+// own is t's own routes for exactly the prefix of length bits at key k,
+// lowest metric first.
+func (t *Table) own(bits int, k uint32) []Route {
+	if !t.isSmall() {
+		return t.byLen[bits][k]
+	}
+	for i := range t.small {
+		if r := &t.small[i]; r.Dst.Bits() == bits && key(r.Dst.Addr().As4(), bits) == k {
+			j := i + 1
+			for j < len(t.small) && t.small[j].Dst == r.Dst {
+				j++
+			}
+			return t.small[i:j:j]
+		}
+	}
+	return nil
+}
+
+// smallBefore orders the small slice: longest prefix first, then by
+// address, then by metric.
+func smallBefore(a, b *Route) bool {
+	if a.Dst.Bits() != b.Dst.Bits() {
+		return a.Dst.Bits() > b.Dst.Bits()
+	}
+	if c := a.Dst.Addr().Compare(b.Dst.Addr()); c != 0 {
+		return c < 0
+	}
+	return a.Metric < b.Metric
+}
+
+// insert adds r to t's own routes (no route with its destination and
+// metric is there), keeping the order of each store.
+func (t *Table) insert(r Route) {
+	bits := r.Dst.Bits()
+	if !t.mapsOnly && t.byLen == nil && len(t.small) < smallMax {
+		if t.small == nil {
+			t.small = make([]Route, 0, 2)
+		}
+		i := 0 // after every route not ordered after r (as the maps append)
+		for i < len(t.small) && !smallBefore(&r, &t.small[i]) {
+			i++
+		}
+		t.small = slices.Insert(t.small, i, r)
+		t.lens |= 1 << bits
+		return
+	}
+	if t.byLen == nil {
+		// Beyond smallMax: every route moves to the maps, for good.
+		t.byLen = new([33]map[uint32][]Route)
+		small := t.small
+		t.small = nil
+		for _, x := range small {
+			t.insertMap(x)
+		}
+	}
+	t.insertMap(r)
+}
+
+func (t *Table) insertMap(r Route) {
+	bits := r.Dst.Bits()
+	k := key(r.Dst.Addr().As4(), bits)
+	if t.byLen[bits] == nil {
+		t.byLen[bits] = map[uint32][]Route{}
+	}
+	rs := append(t.byLen[bits][k], r)
+	slices.SortStableFunc(rs, func(a, b Route) int { return cmp.Compare(a.Metric, b.Metric) })
+	t.byLen[bits][k] = rs
+	t.lens |= 1 << bits
+}
+
+// remove deletes t's own route for dst at metric (metric < 0: the lowest),
+// reporting whether there was one and whether dst has no route left.
+func (t *Table) remove(dst netip.Prefix, metric int) (removed, last bool) {
+	bits := dst.Bits()
+	k := key(dst.Addr().As4(), bits)
+	if t.isSmall() {
+		for i := range t.small {
+			x := &t.small[i]
+			if x.Dst.Bits() != bits || key(x.Dst.Addr().As4(), bits) != k || (metric >= 0 && x.Metric != metric) {
+				continue
+			}
+			t.small = slices.Delete(t.small, i, i+1)
+			last = len(t.own(bits, k)) == 0
+			if !slices.ContainsFunc(t.small, func(r Route) bool { return r.Dst.Bits() == bits }) {
+				t.lens &^= 1 << bits
+			}
+			return true, last
+		}
+		return false, false
+	}
+	if t.byLen[bits] == nil {
+		return false, false
+	}
+	rs := t.byLen[bits][k]
+	for i, x := range rs {
+		if metric < 0 || x.Metric == metric {
+			rs = append(rs[:i], rs[i+1:]...)
+			if len(rs) == 0 {
+				delete(t.byLen[bits], k)
+				if len(t.byLen[bits]) == 0 {
+					t.lens &^= 1 << bits
+				}
+			} else {
+				t.byLen[bits][k] = rs
+			}
+			return true, len(rs) == 0
+		}
+	}
+	return false, false
+}
+
+// eachPrefix calls f with each of t's own destinations' routes.
+func (t *Table) eachPrefix(f func(rs []Route)) {
+	for i := 0; i < len(t.small); {
+		j := i + 1
+		for j < len(t.small) && t.small[j].Dst == t.small[i].Dst {
+			j++
+		}
+		f(t.small[i:j:j])
+		i = j
+	}
+	if t.byLen != nil {
+		for _, m := range t.byLen {
+			for _, rs := range m {
+				f(rs)
+			}
+		}
+	}
+}
+
 func key(a [4]byte, bits int) uint32 {
 	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
 	if bits == 0 {
@@ -205,20 +352,12 @@ func (t *Table) Add(r Route) error {
 	}
 	t.touch(r.Dst)
 	bits := r.Dst.Bits()
-	k := key(r.Dst.Addr().As4(), bits)
-	if t.byLen[bits] == nil {
-		t.byLen[bits] = map[uint32][]Route{}
-	}
-	rs := t.byLen[bits][k]
-	for _, x := range rs {
+	for _, x := range t.own(bits, key(r.Dst.Addr().As4(), bits)) {
 		if x.Metric == r.Metric {
 			return &Error{Op: "add", Route: r.String(), Msg: "RTNETLINK answers: File exists"}
 		}
 	}
-	rs = append(rs, r)
-	slices.SortStableFunc(rs, func(a, b Route) int { return cmp.Compare(a.Metric, b.Metric) })
-	t.byLen[bits][k] = rs
-	t.lens |= 1 << bits
+	t.insert(r)
 	t.n++
 	t.bump()
 	if t.shared != nil {
@@ -261,31 +400,16 @@ func (t *Table) Delete(dst netip.Prefix, metric int) bool {
 		return false
 	}
 	t.touch(dst)
-	if t.byLen[bits] == nil {
+	removed, last := t.remove(dst, metric)
+	if !removed {
 		return false
 	}
-	k := key(dst.Addr().As4(), bits)
-	rs := t.byLen[bits][k]
-	for i, x := range rs {
-		if metric < 0 || x.Metric == metric {
-			rs = append(rs[:i], rs[i+1:]...)
-			if len(rs) == 0 {
-				delete(t.byLen[bits], k)
-				if len(t.byLen[bits]) == 0 {
-					t.lens &^= 1 << bits
-				}
-			} else {
-				t.byLen[bits][k] = rs
-			}
-			t.n--
-			t.bump()
-			if t.shared != nil && len(rs) == 0 {
-				t.shared.unclaim(t, dst)
-			}
-			return true
-		}
+	t.n--
+	t.bump()
+	if t.shared != nil && last {
+		t.shared.unclaim(t, dst)
 	}
-	return false
+	return true
 }
 
 // DeleteDev removes every route through device index dev (what the kernel
@@ -307,7 +431,7 @@ func (t *Table) Get(dst netip.Prefix, metric int) (Route, bool) {
 	if bits < 0 || !dst.Addr().Is4() {
 		return Route{}, false
 	}
-	for _, r := range t.byLen[bits][key(dst.Addr().As4(), bits)] {
+	for _, r := range t.own(bits, key(dst.Addr().As4(), bits)) {
 		if r.Metric == metric {
 			return r, true
 		}
@@ -323,6 +447,16 @@ func (t *Table) Get(dst netip.Prefix, metric int) (Route, bool) {
 func (t *Table) Lookup(dst [4]byte) (*Route, bool) {
 	if t.shared != nil {
 		return t.lookupShared(dst)
+	}
+	if t.isSmall() {
+		// Longest prefix first, lowest metric first within one.
+		for i := range t.small {
+			r := &t.small[i]
+			if bits := r.Dst.Bits(); key(dst, bits) == key(r.Dst.Addr().As4(), bits) {
+				return r, true
+			}
+		}
+		return nil, false
 	}
 	lens := t.lens
 	for bits := 32; bits >= 0; bits-- {
@@ -348,7 +482,8 @@ func (t *Table) lookupShared(dst [4]byte) (*Route, bool) {
 			continue
 		}
 		k := key(dst, bits)
-		rs, ok := t.byLen[bits][k]
+		rs := t.own(bits, k)
+		ok := len(rs) > 0
 		if sr := s.byLen[bits][k]; sr != nil && !(t.skip.IsValid() && t.skip == sr.Dst) {
 			if !ok || sr.Metric <= rs[0].Metric {
 				return sr, true
@@ -378,11 +513,7 @@ func (t *Table) Len() int {
 // by metric.
 func (t *Table) List() []Route {
 	out := make([]Route, 0, t.Len())
-	for _, m := range t.byLen {
-		for _, rs := range m {
-			out = append(out, rs...)
-		}
-	}
+	t.eachPrefix(func(rs []Route) { out = append(out, rs...) })
 	if s := t.shared; s != nil {
 		for _, m := range s.byLen {
 			for _, r := range m {
@@ -549,11 +680,7 @@ func (t *Table) Share(s *Shared, skip netip.Prefix, unshare func()) {
 	t.shared, t.skip, t.unshare = s, skip, unshare
 	s.notifyTo(t.notify)
 	t.bump()
-	for _, m := range t.byLen {
-		for _, rs := range m {
-			s.claim(t, rs[0].Dst)
-		}
-	}
+	t.eachPrefix(func(rs []Route) { s.claim(t, rs[0].Dst) })
 }
 
 // SetSkip changes the shared route t does not hold.
@@ -583,22 +710,10 @@ func (t *Table) Unshare() {
 			}
 		}
 	}
-	for _, m := range t.byLen {
-		for _, rs := range m {
-			s.unclaim(t, rs[0].Dst)
-		}
-	}
+	t.eachPrefix(func(rs []Route) { s.unclaim(t, rs[0].Dst) })
 	t.shared, t.unshare = nil, nil
 	for _, r := range own {
-		bits := r.Dst.Bits()
-		k := key(r.Dst.Addr().As4(), bits)
-		if t.byLen[bits] == nil {
-			t.byLen[bits] = map[uint32][]Route{}
-		}
-		rs := append(t.byLen[bits][k], r)
-		slices.SortStableFunc(rs, func(a, b Route) int { return cmp.Compare(a.Metric, b.Metric) })
-		t.byLen[bits][k] = rs
-		t.lens |= 1 << bits
+		t.insert(r)
 		t.n++
 	}
 	t.gen = g
