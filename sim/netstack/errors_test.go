@@ -236,3 +236,39 @@ func TestDeletedClientPod(t *testing.T) {
 	_, err = w.client.Dial("tcp", w.Web2.IP.String()+":9000")
 	require.ErrorIs(t, err, syscall.ENETUNREACH)
 }
+
+// TestCloseWakesBlockedCalls closes a listener and an accepted connection
+// while an Accept and a Read (background calls: they only wait for the
+// driver) are blocked on them: each returns net's "use of closed network
+// connection" (net.ErrClosed), as with the kernel's sockets.
+func TestCloseWakesBlockedCalls(t *testing.T) {
+	w := newWeb(t, 1)
+	ln, err := w.web2.Listen("tcp", ":9000")
+	require.NoError(t, err)
+	c, err := w.client.Dial("tcp", w.Web2.IP.String()+":9000")
+	require.NoError(t, err)
+	defer c.Close()
+	var sc net.Conn
+	require.NoError(t, netstack.Do(w.World, func() { sc, err = ln.Accept() }))
+	require.NoError(t, err)
+	readErr, acceptErr := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := sc.Read(make([]byte, 10))
+		readErr <- err
+	}()
+	go func() {
+		_, err := ln.Accept()
+		acceptErr <- err
+	}()
+	// Let both reach their blocking point (the world is idle: nothing
+	// arrives for them).
+	require.NoError(t, netstack.Do(w.World, func() {}))
+	require.NoError(t, sc.Close())
+	require.NoError(t, ln.Close())
+	err = <-readErr
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.EqualError(t, err, "read tcp "+w.Web2.IP.String()+":9000->"+c.LocalAddr().String()+": use of closed network connection")
+	err = <-acceptErr
+	require.ErrorIs(t, err, net.ErrClosed)
+	require.EqualError(t, err, "accept tcp "+ln.Addr().String()+": use of closed network connection")
+}

@@ -147,6 +147,8 @@ func (c *TCPConn) Close() error {
 		return c.opErr("close", net.ErrClosed)
 	}
 	close(c.closed)
+	c.rws.closeWake()
+	c.wws.closeWake()
 	c.stopDeadlines()
 	c.ep.Close()
 	return nil
@@ -290,6 +292,7 @@ func (l *Listener) Close() error {
 		return opError("close", "tcp", "", nil, l.addr, net.ErrClosed)
 	}
 	close(l.closed)
+	l.ws.closeWake()
 	l.ep.Close()
 	return nil
 }

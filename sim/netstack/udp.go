@@ -114,6 +114,8 @@ func (c *UDPConn) Close() error {
 		return c.opErr("close", nil, net.ErrClosed)
 	}
 	close(c.closed)
+	c.rws.closeWake()
+	c.wws.closeWake()
 	c.stopDeadlines()
 	c.ep.Close()
 	return nil

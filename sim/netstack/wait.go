@@ -109,10 +109,22 @@ var errWaitClosed = &Error{Op: "wait", Msg: "closed"}
 
 // waitSlot is a wait queue entry and its channel kept by a socket for its
 // waits of one kind (reads, writes), so a blocking call allocates neither.
+// Closing the socket notifies its slots (closeWake), so a wait on its own
+// slot blocks on the slot's channel alone, where one on another channel
+// too (a dial's context) selects.
 type waitSlot struct {
 	e    waiter.Entry
 	ch   chan struct{}
 	busy bool
+}
+
+// closeWake wakes a wait blocked on ws, whose socket was just closed (its
+// stop channel): the wait sees the channel closed and returns. Called with
+// d.mu held.
+func (ws *waitSlot) closeWake() {
+	if ws.busy {
+		ws.notify()
+	}
 }
 
 // notify wakes the wait blocked on ws, as the wait queue does.
@@ -133,7 +145,10 @@ func (ws *waitSlot) notify() {
 // registered on q. Called and returns with d.mu held.
 func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.EventMask, dl *deadline, stop <-chan struct{}, ws *waitSlot) error {
 	d := s.d
-	if ws == nil || ws.busy {
+	// own: ws is the socket's slot, which closing the socket (stop)
+	// notifies, so the blocking below needs no channel of stop's.
+	own := ws != nil && !ws.busy
+	if !own {
 		ws = &waitSlot{}
 	}
 	if ws.ch == nil {
@@ -170,7 +185,16 @@ func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.Ev
 			continue
 		}
 		dl.add(ws)
-		if fg {
+		switch {
+		case fg && own:
+			rel := d.releasedChan()
+			d.mu.Unlock()
+			d.activity.Add(1)
+			select {
+			case <-ws.ch:
+			case <-rel:
+			}
+		case fg:
 			rel := d.releasedChan()
 			d.mu.Unlock()
 			d.activity.Add(1)
@@ -179,7 +203,14 @@ func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.Ev
 			case <-stop:
 			case <-rel:
 			}
-		} else {
+		case own:
+			// A background wait on the socket's slot: a plain receive
+			// (net/http's server and read loop each block here once
+			// per request, and so does the server's background read).
+			d.mu.Unlock()
+			d.activity.Add(1)
+			<-ws.ch
+		default:
 			d.mu.Unlock()
 			d.activity.Add(1)
 			select {
