@@ -136,9 +136,11 @@ type Engine struct {
 	// construction (set by its caller, kept through linked replays).
 	runSum bool
 	// laterLinks counts the replays linkLater ran, sumsKnown the outer
-	// UDP checksums fastDecap took as right by construction (for tests).
-	laterLinks, sumsKnown uint64
-	until                 time.Duration
+	// UDP checksums fastDecap took as right by construction, encSummed
+	// the encapsulations replayed from a template with the outer UDP
+	// checksum summed as encap sums it (for tests).
+	laterLinks, sumsKnown, encSummed uint64
+	until                            time.Duration
 }
 
 // nowEvent is a packet event in the engine's fifo: an evRx for dev or an

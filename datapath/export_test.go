@@ -59,3 +59,8 @@ func LaterLinks(e *Engine) uint64 { return e.laterLinks }
 // that handed the frame on encapsulated it and changed none of its bytes
 // after.
 func SumsKnown(e *Engine) uint64 { return e.sumsKnown }
+
+// EncSummed is the number of encapsulations e's replays repeated from a
+// template with the outer UDP checksum summed as VXLAN.encap sums it (the
+// inner checksums not known right, or a UDP datagram without checksum).
+func EncSummed(e *Engine) uint64 { return e.encSummed }

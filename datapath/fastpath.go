@@ -938,8 +938,13 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 			case feNeighUse:
 				o.ne.used = now
 			case feEncap:
-				eng.encSum = false
-				if !o.b1 || !e.enc.apply(o.vx, p) {
+				ok := false
+				if o.b1 {
+					if ok, eng.encSum = e.enc.apply(o.vx, p); eng.encSum {
+						eng.encSummed++
+					}
+				}
+				if !ok {
 					eng.encSum = o.vx.encap(p, o.dst)
 				}
 			}

@@ -456,10 +456,13 @@ func TestFastPathEquivalence(t *testing.T) {
 				require.Greater(t, datapath.LaterLinks(e), l, "replays linked across the underlay")
 			}
 			// Frames no stack checksummed (not CsumValid): the replay
-			// encapsulates them in full and knows the outer checksum.
+			// encapsulates them from its template, sums the outer
+			// checksum in full and knows it right.
+			s := datapath.EncSummed(e)
 			xmit(t, w, 4)
 			if w.fast {
 				require.Greater(t, datapath.SumsKnown(e), k, "outer checksums known right")
+				require.Greater(t, datapath.EncSummed(e), s, "encapsulations from the template, summed in full")
 			}
 		}),
 		// Every other VXLAN frame corrupted after cka-w1 encapsulated it
@@ -622,6 +625,12 @@ func TestFastPathEquivalence(t *testing.T) {
 		change("flannel.1's VNI restored", func(t *testing.T, w *fastWorld) { w1(w).Device("flannel.1").VXLAN().VNI-- }),
 		udpX,
 		change("UDP without checksum across nodes, among datagrams with one", func(t *testing.T, w *fastWorld) {
+			s := datapath.EncSummed(w.r.World.Engine)
+			defer func() {
+				if w.fast {
+					require.Greater(t, datapath.EncSummed(w.r.World.Engine), s, "datagrams without checksum encapsulated from the template")
+				}
+			}()
 			for i := range 6 {
 				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web2.IP}, 42001, 9000, []byte("datagram 1 of a flow"))
 				require.NoError(t, err)

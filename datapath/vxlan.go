@@ -433,17 +433,24 @@ func innerSum(frame []byte, valid bool) (uint16, bool) {
 
 // vxlanTemplate is a recorded encapsulation's outer headers, from which
 // the fast path repeats it for a later frame of the same flow: every
-// outer field but the IP ID and the IP header checksum is the same for
-// every frame of the flow (the outer UDP source port is a hash of the
-// inner addresses and ports, the lengths are the flow key's), and so is
-// the outer UDP checksum when outerUDPChecksum derives it from the inner
-// checksums (the inner headers are the key's, the inner IPv4 header sums
-// to 0xffff and the inner segment to its pseudo-header's complement). The
-// template holds for a frame while the device's configuration is the
-// recorded one (the fast path checks it) and the derivation applies to
-// it; otherwise the encapsulation is done in full.
+// outer field but the IP ID, the IP header checksum and the UDP checksum
+// is the same for every frame of the flow (the outer UDP source port is
+// a hash of the inner addresses and ports, the ECN bits the inner TOS's,
+// the lengths are the flow key's, the TTL the namespace's default, which
+// the fast path checks), and so is the outer UDP checksum when
+// outerUDPChecksum derives it from the inner checksums (derived: the
+// inner headers are the key's, the inner IPv4 header sums to 0xffff and
+// the inner segment to its pseudo-header's complement). Otherwise the
+// outer UDP checksum is summed as encap sums it. The template holds for a
+// frame while the device's configuration is the recorded one (the fast
+// path checks it).
 type vxlanTemplate struct {
 	ok bool
+	// derived says the recorded outer UDP checksum was derived from the
+	// inner checksums (the frame's were known right: Packet.CsumValid,
+	// which the fast path's key holds), so it holds for every frame of
+	// the flow that carries a UDP checksum.
+	derived bool
 	// hdr is the outer Ethernet, IPv4, UDP and VXLAN headers with the IP
 	// ID zero and the IP checksum of that header.
 	hdr [EthHdrLen + 20 + 8 + vxlanHdrLen]byte
@@ -454,13 +461,11 @@ type vxlanTemplate struct {
 // reports whether it can be repeated from one.
 func (t *vxlanTemplate) record(v *VXLAN, p *Packet) bool {
 	n := len(t.hdr)
-	if !p.CsumValid || p.Len() < n {
+	if p.Len() < n {
 		return false
 	}
 	seg := p.buf[p.head+EthHdrLen+20 : p.tail]
-	if _, ok := innerSum(seg[8+vxlanHdrLen:], true); !ok {
-		return false
-	}
+	_, t.derived = innerSum(seg[8+vxlanHdrLen:], p.CsumValid)
 	copy(t.hdr[:], p.buf[p.head:p.head+n])
 	ip := t.hdr[EthHdrLen : EthHdrLen+20]
 	ip[4], ip[5], ip[10], ip[11] = 0, 0, 0, 0
@@ -471,9 +476,10 @@ func (t *vxlanTemplate) record(v *VXLAN, p *Packet) bool {
 }
 
 // apply prepends t's headers to p as v.encap would, with the next IP ID
-// of v's namespace, and reports whether it did; it does nothing when the
-// template does not hold for p.
-func (t *vxlanTemplate) apply(v *VXLAN, p *Packet) bool {
+// of v's namespace, and reports whether it did (ok; it does nothing when
+// the template does not hold for p) and whether it summed the outer UDP
+// checksum as encap does (summed) rather than taking the derived one.
+func (t *vxlanTemplate) apply(v *VXLAN, p *Packet) (ok, summed bool) {
 	n := len(t.hdr)
 	// The device's configuration is the fast path's check (fastVXLAN).
 	// The inner frame is the event's (its key's) with the recorded
@@ -483,11 +489,10 @@ func (t *vxlanTemplate) apply(v *VXLAN, p *Packet) bool {
 	// the key's. Only the UDP checksum, which the key leaves out, can
 	// make outerUDPChecksum sum the frame in full.
 	if !t.ok || p.head < n || p.Len() < EthHdrLen+20+8 {
-		return false
+		return false, false
 	}
-	if inner := p.buf[p.head:p.tail]; inner[EthHdrLen+9] == ProtoUDP && inner[EthHdrLen+20+6]|inner[EthHdrLen+20+7] == 0 {
-		return false // a UDP datagram without checksum
-	}
+	inner := p.buf[p.head:p.tail]
+	summed = !t.derived || (inner[EthHdrLen+9] == ProtoUDP && inner[EthHdrLen+20+6]|inner[EthHdrLen+20+7] == 0)
 	p.head -= n
 	h := (*[EthHdrLen + 20 + 8 + vxlanHdrLen]byte)(p.buf[p.head:])
 	*h = t.hdr
@@ -500,5 +505,13 @@ func (t *vxlanTemplate) apply(v *VXLAN, p *Packet) bool {
 	s = s&0xffff + s>>16
 	c := ^uint16(s)
 	ip[4], ip[5], ip[10], ip[11] = byte(id>>8), byte(id), byte(c>>8), byte(c)
-	return true
+	if summed {
+		// What encap writes: the sum over the segment with its
+		// checksum field zero (a UDP datagram without checksum, or
+		// inner checksums not known right, is summed in full).
+		u := header.UDP(h[EthHdrLen+20:])
+		u.SetChecksum(0)
+		u.SetChecksum(outerUDPChecksum(header.IPv4(ip), p.buf[p.head+EthHdrLen+20:p.tail], p.CsumValid))
+	}
+	return true, summed
 }
