@@ -46,12 +46,12 @@ func BenchmarkIPVSModeFirstPacket(b *testing.B) {
 				}
 				var evals, lookups uint64
 				runFirstPackets(b, r, flush, func() {
-					evals = nf.Evaluations
+					evals = nf.RulesEvaluated()
 					if px != nil {
 						lookups = px.IPVS.Lookups
 					}
 				}, func() {
-					b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+					b.ReportMetric(float64(nf.RulesEvaluated()-evals)/float64(b.N), "rules/packet")
 					if px != nil {
 						b.ReportMetric(float64(px.IPVS.Lookups-lookups)/float64(b.N), "lookups/packet")
 					}

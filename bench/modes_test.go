@@ -48,8 +48,8 @@ func BenchmarkServiceModesFirstPacket(b *testing.B) {
 				r := modeCluster(b, mode, n-1)
 				nf, nft := r.W1.Netfilter, r.W1.NFTables
 				var rules, exprs uint64
-				runFirstPackets(b, r, nil, func() { rules, exprs = nf.Evaluations+nft.Rules, nft.Evaluations }, func() {
-					b.ReportMetric(float64(nf.Evaluations+nft.Rules-rules)/float64(b.N), "rules/packet")
+				runFirstPackets(b, r, nil, func() { rules, exprs = nf.RulesEvaluated()+nft.Rules, nft.Evaluations }, func() {
+					b.ReportMetric(float64(nf.RulesEvaluated()+nft.Rules-rules)/float64(b.N), "rules/packet")
 					b.ReportMetric(float64(nft.Evaluations-exprs)/float64(b.N), "exprs/packet")
 				})
 			})
@@ -80,12 +80,12 @@ func BenchmarkServiceModesEstablished(b *testing.B) {
 			}
 			nf, nft := r.W1.Netfilter, r.W1.NFTables
 			l := r.Web2.Netns.TCPListener(80)
-			before, rules, exprs := l.Segments, nf.Evaluations+nft.Rules, nft.Evaluations
+			before, rules, exprs := l.Segments, nf.RulesEvaluated()+nft.Rules, nft.Evaluations
 			runPackets(b, r.Client.Netns, ip, nil, func() {
 				if l.Segments-before != b.N {
 					b.Fatalf("net/web-2 got %d of %d segments", l.Segments-before, b.N)
 				}
-				b.ReportMetric(float64(nf.Evaluations+nft.Rules-rules)/float64(b.N), "rules/packet")
+				b.ReportMetric(float64(nf.RulesEvaluated()+nft.Rules-rules)/float64(b.N), "rules/packet")
 				b.ReportMetric(float64(nft.Evaluations-exprs)/float64(b.N), "exprs/packet")
 			})
 		})

@@ -29,8 +29,8 @@ func BenchmarkClusterIPFirstPacket(b *testing.B) {
 			r := serviceCluster(b, n-1)
 			nf := r.W1.Netfilter
 			var evals uint64
-			runFirstPackets(b, r, nil, func() { evals = nf.Evaluations }, func() {
-				b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+			runFirstPackets(b, r, nil, func() { evals = nf.RulesEvaluated() }, func() {
+				b.ReportMetric(float64(nf.RulesEvaluated()-evals)/float64(b.N), "rules/packet")
 			})
 		})
 	}
@@ -128,7 +128,7 @@ func benchClusterIPEstablished(b *testing.B, traced bool) {
 	}
 	nf := r.W1.Netfilter
 	l := r.Web2.Netns.TCPListener(80)
-	before, evals := l.Segments, nf.Evaluations
+	before, evals := l.Segments, nf.RulesEvaluated()
 	var tr *trace.Trace
 	if traced {
 		tr = &trace.Trace{}
@@ -137,6 +137,6 @@ func benchClusterIPEstablished(b *testing.B, traced bool) {
 		if l.Segments-before != b.N {
 			b.Fatalf("net/web-2 got %d of %d segments", l.Segments-before, b.N)
 		}
-		b.ReportMetric(float64(nf.Evaluations-evals)/float64(b.N), "rules/packet")
+		b.ReportMetric(float64(nf.RulesEvaluated()-evals)/float64(b.N), "rules/packet")
 	})
 }

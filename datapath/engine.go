@@ -140,7 +140,11 @@ type Engine struct {
 	// the encapsulations replayed from a template with the outer UDP
 	// checksum summed as encap sums it (for tests).
 	laterLinks, sumsKnown, encSummed uint64
-	until                            time.Duration
+	// deferred are the fast path's entries whose replays deferred
+	// counter increments since the counters were last settled
+	// (SettleCounters), each once.
+	deferred []*fastEntry
+	until    time.Duration
 }
 
 // nowEvent is a packet event in the engine's fifo: an evRx for dev or an

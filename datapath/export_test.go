@@ -64,3 +64,13 @@ func SumsKnown(e *Engine) uint64 { return e.sumsKnown }
 // template with the outer UDP checksum summed as VXLAN.encap sums it (the
 // inner checksums not known right, or a UDP datagram without checksum).
 func EncSummed(e *Engine) uint64 { return e.encSummed }
+
+// Deferred is the number of replays whose deferred counter increments
+// (Flat.Defer) e has not applied yet.
+func Deferred(e *Engine) uint64 {
+	var n uint64
+	for _, f := range e.deferred {
+		n += f.pend
+	}
+	return n
+}

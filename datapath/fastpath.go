@@ -267,11 +267,17 @@ type fastEntry struct {
 	fx         []Effect
 	valid      []int32 // the effects whose Valid is asked (not AlwaysValid)
 	adds       []fastAdd
-	xf         []fastXf
-	term       fastOp
-	out        fastMeta // the packet's metadata when it leaves
-	ct         any
-	enc        vxlanTemplate
+	// deferred are increments applied pend times at once, when the
+	// engine settles its counters (Flat.Defer); listed says the entry
+	// is in Engine.deferred.
+	deferred []fastAdd
+	pend     uint64
+	listed   bool
+	xf       []fastXf
+	term     fastOp
+	out      fastMeta // the packet's metadata when it leaves
+	ct       any
+	enc      vxlanTemplate
 	// encaps says xf encapsulates; keepAll that no transformation
 	// changes a byte the L4 checksum covers (every stage BytesKept, no
 	// TTL decrement, no encapsulation), keepTail the same of those after
@@ -437,6 +443,53 @@ func (e *fastEntry) add(a *uint64, x uint64, b *uint64, y uint64) {
 	e.adds = append(e.adds, fastAdd{a, b, x, y})
 }
 
+// Defer makes the replay do *a += x, *b += y as Add does, but not at
+// once: a replay only counts itself, and the increments of every replay
+// since are applied together when the engine settles its counters
+// (Engine.SettleCounters). The counters' owner must settle them before
+// anything reads them or changes them otherwise than by an increment
+// (netfilter does, in iptables-save, its commits and the accessors it
+// hands chains out by). A sum of increments is what they add one by one,
+// in any order.
+func (f *Flat) Defer(a *uint64, x uint64, b *uint64, y uint64) {
+	e := f.e
+	for i := range e.deferred {
+		if c := &e.deferred[i]; c.a == a && c.b == b {
+			c.x += x
+			c.y += y
+			return
+		}
+	}
+	e.deferred = append(e.deferred, fastAdd{a, b, x, y})
+}
+
+// settle applies the deferred increments of e's replays not yet applied.
+func (e *fastEntry) settle() {
+	n := e.pend
+	if n == 0 {
+		return
+	}
+	e.pend = 0
+	for i := range e.deferred {
+		c := &e.deferred[i]
+		*c.a += c.x * n
+		*c.b += c.y * n
+	}
+}
+
+// SettleCounters applies the counter increments the fast path's replays
+// deferred (Flat.Defer): after it, every counter holds what the walks so
+// far added. It is cheap when nothing is deferred; a counter's owner
+// calls it before reading or replacing its counters.
+func (e *Engine) SettleCounters() {
+	for i, f := range e.deferred {
+		f.settle()
+		f.listed = false
+		e.deferred[i] = nil
+	}
+	e.deferred = e.deferred[:0]
+}
+
 // Check makes the replay hold only while *w is v.
 func (f *Flat) Check(w *uint64, v uint64) {
 	if c := (fastWord{w, v}); !slices.Contains(f.e.words, c) {
@@ -597,13 +650,16 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 		t.slots[i] = new(fastEntry)
 	}
 	e := t.slots[i]
+	// Its replays' deferred increments are applied before it is made
+	// anew (it stays listed: the next settle finds nothing to apply).
+	e.settle()
 	t.stamps++
 	e.stamp, e.tbl, e.link = t.stamps, t, nil
 	e.dev, e.head, e.flen, e.ipOK, e.gen, e.deadline = k.dev, k.head, k.flen, r.ipOK, r.gen, math.MaxInt64
 	e.hdr, e.mask, e.meta, e.out, e.ct = k.hdr, k.mask, k.meta, metaOf(p), p.CT.Entry
 	e.ipSum = ipSumOf(&k.hdr)
 	e.nss, e.neighs, e.segs, e.vxs, e.words = e.nss[:0], e.neighs[:0], e.segs[:0], e.vxs[:0], e.words[:0]
-	e.fx, e.valid, e.adds, e.xf = e.fx[:0], e.valid[:0], e.adds[:0], e.xf[:0]
+	e.fx, e.valid, e.adds, e.xf, e.deferred = e.fx[:0], e.valid[:0], e.adds[:0], e.xf[:0], e.deferred[:0]
 	e.enc = r.enc
 	flat := &r.flat
 	*flat = Flat{e: e}
@@ -920,6 +976,13 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 			a := &adds[i]
 			*a.a += a.x
 			*a.b += a.y
+		}
+		if len(e.deferred) != 0 {
+			if !e.listed {
+				e.listed = true
+				eng.deferred = append(eng.deferred, e)
+			}
+			e.pend++
 		}
 		xf := e.xf
 		for i := range xf {

@@ -173,7 +173,7 @@ func (w *fastWorld) dump() string {
 	fmt.Fprintf(&b, "now %v pending %d allocated %d\n", e.Now(), e.Pending(), e.Pool.Allocated)
 	for _, n := range w.r.Nodes() {
 		if nf := n.Netfilter; nf != nil {
-			fmt.Fprintf(&b, "== %s evaluations %d\n%s", n.Name, nf.Evaluations, nf.Save(netfilter.SaveOptions{Counters: true}))
+			fmt.Fprintf(&b, "== %s evaluations %d\n%s", n.Name, nf.RulesEvaluated(), nf.Save(netfilter.SaveOptions{Counters: true}))
 		}
 		if ct := n.Conntrack; ct != nil {
 			fmt.Fprintf(&b, "conntrack %+v\n", ct.Stats)
@@ -454,6 +454,10 @@ func TestFastPathEquivalence(t *testing.T) {
 				require.Greater(t, w.r.W1.Host.FastHits(), h1, "replays on cka-w1")
 				require.Greater(t, w.r.W2.Host.FastHits(), h2, "replays on cka-w2")
 				require.Greater(t, datapath.LaterLinks(e), l, "replays linked across the underlay")
+				// The replays' table counters wait to be read.
+				require.Positive(t, datapath.Deferred(e), "counter increments deferred")
+				w.r.W1.Netfilter.Save(netfilter.SaveOptions{Counters: true})
+				require.Zero(t, datapath.Deferred(e), "iptables-save settles the deferred increments")
 			}
 			// Frames no stack checksummed (not CsumValid): the replay
 			// encapsulates them from its template, sums the outer
@@ -736,6 +740,69 @@ func TestFastPathEquivalence(t *testing.T) {
 				require.NoError(t, w.r.World.Run())
 			}
 		})),
+		// The counters read in the middle of a run, between replays, by
+		// every way out of netfilter (a timer's iptables-save -c, a
+		// chain's counters, the rules evaluated, a rule appended and
+		// one inserted before the chain's first), must be what the slow
+		// world's walks left.
+		change("counters read and changed by timers between replayed datagrams", func(t *testing.T, w *fastWorld) {
+			e := w.r.World.Engine
+			nf := w.r.W1.Netfilter
+			send := func(dst netip.Addr, sport uint16) {
+				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, sport, 9000, []byte("datagram 0 of a flow"))
+				require.NoError(t, err)
+				_, err = w.r.Client.Netns.Send(ip)
+				require.NoError(t, err)
+			}
+			udp("", web2, 42001, 2).do(t, w)
+			udp("", web1, 42000, 2).do(t, w)
+			reads := []func(){
+				func() {
+					w.delivered = append(w.delivered, w.r.W2.Netfilter.Save(netfilter.SaveOptions{Counters: true}))
+				},
+				func() {
+					c := nf.Table("filter").Chain("FORWARD")
+					p, b := c.RuleCounters(1) // -j KUBE-FORWARD: every forwarded packet
+					w.delivered = append(w.delivered, fmt.Sprintf("FORWARD %d %d rule 2 %d %d", c.Packets, c.Bytes, p, b))
+				},
+				func() {
+					var n uint64
+					for _, c := range w.r.W2.Netfilter.Table("filter").Chains() {
+						n += c.Packets
+						for i := range c.Rules() {
+							p, _ := c.RuleCounters(i)
+							n += p
+						}
+					}
+					w.delivered = append(w.delivered, fmt.Sprintf("cka-w2 filter packets counted %d", n))
+				},
+				func() {
+					w.delivered = append(w.delivered, fmt.Sprintf("cka-w2 evaluated %d", w.r.W2.Netfilter.RulesEvaluated()))
+				},
+				func() {
+					require.NoError(t, nf.Exec("filter", "-A", "FORWARD", "-p", "udp", "--dport", "9001", "-j", "ACCEPT"))
+				},
+				func() {
+					require.NoError(t, nf.Exec("filter", "-I", "FORWARD", "1", "-p", "udp", "--dport", "9002", "-j", "ACCEPT"))
+				},
+				func() { w.delivered = append(w.delivered, nf.Save(netfilter.SaveOptions{Counters: true})) },
+			}
+			for i, read := range reads {
+				// Each read when the datagrams before it have arrived
+				// (web-2's across the underlay).
+				d := time.Duration(2*i+1) * time.Millisecond
+				e.ScheduleTimer(d, stepTimer(func(*datapath.Walk) { send(w.r.Web2.IP, 42001); send(w.r.Web1.IP, 42000) }))
+				e.ScheduleTimer(d+time.Millisecond, stepTimer(func(*datapath.Walk) { read() }))
+			}
+			h := w.hits()
+			require.NoError(t, w.r.World.Run())
+			if w.fast {
+				require.Greater(t, w.hits(), h+uint64(len(reads)), "datagrams replayed between the reads")
+			}
+		}),
+		exec("-D", "FORWARD", "-p", "udp", "--dport", "9001", "-j", "ACCEPT"),
+		exec("-D", "FORWARD", "-p", "udp", "--dport", "9002", "-j", "ACCEPT"),
+		udpX, udpS,
 		// cka-w2's own conntrack entries for the flow and its outer VXLAN
 		// flow are gone (cka-w1's hold): the receipt linked across the
 		// underlay must see it (linkLater's checks).

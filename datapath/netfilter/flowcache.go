@@ -412,7 +412,9 @@ func (s *hookStage) Apply(_ *datapath.Walk, p *datapath.Packet, fx *datapath.Eff
 // the fast path's own key and configuration generation cover (the
 // addresses an addrtype rule reads included: every change of them bumps
 // that generation), so the repetition stays exact even when the flow
-// cache's slot is later given to another flow.
+// cache's slot is later given to another flow. The increments are
+// deferred (datapath.Flat.Defer): every way out of the package to read
+// or replace these counters settles them first (settle).
 func (s *hookStage) Flatten(fx *datapath.Effect, f *datapath.Flat) bool {
 	nf := s.nf
 	if !s.Valid(nil, fx) {
@@ -421,18 +423,18 @@ func (s *hookStage) Flatten(fx *datapath.Effect, f *datapath.Flat) bool {
 	if fx.B {
 		ch := s.t.builtins[s.hook]
 		f.Check(&nf.gen, fx.N)
-		f.Add(&ch.Packets, 1, &ch.Bytes, fx.M)
+		f.Defer(&ch.Packets, 1, &ch.Bytes, fx.M)
 		return true
 	}
 	sl := fx.Ref.(*flowSlot)
 	f.Check(&nf.gen, sl.gen)
-	f.Add(&nf.Evaluations, uint64(sl.evals), &nf.flowHits, 1)
+	f.Defer(&nf.Evaluations, uint64(sl.evals), &nf.flowHits, 1)
 	for _, k := range sl.ctrs[:sl.n] {
-		f.Add(&k.packets, 1, &k.bytes, fx.M)
+		f.Defer(&k.packets, 1, &k.bytes, fx.M)
 	}
 	if sl.policy {
 		ch := s.t.builtins[s.hook]
-		f.Add(&ch.Packets, 1, &ch.Bytes, fx.M)
+		f.Defer(&ch.Packets, 1, &ch.Bytes, fx.M)
 	}
 	f.SetMark(sl.mark)
 	return true

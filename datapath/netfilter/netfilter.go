@@ -186,8 +186,10 @@ func (t *Table) viewOf(sc *Chain) *Chain {
 	return v
 }
 
-// Chain returns the chain named name, or nil.
+// Chain returns the chain named name, or nil, its counters and its
+// rules' as the walks so far left them (settled: Evaluations).
 func (t *Table) Chain(name string) *Chain {
+	t.nf.settle()
 	if c := t.chains[name]; c != nil || t.base == nil {
 		return c
 	}
@@ -200,6 +202,7 @@ func (t *Table) Chain(name string) *Chain {
 // Chains returns the chains in iptables-save order: built-in chains in hook
 // order, then user chains sorted by name (libiptc keeps them sorted).
 func (t *Table) Chains() []*Chain {
+	t.nf.settle()
 	cs := sortedChains(t.chains)
 	if t.base == nil {
 		return cs
@@ -243,7 +246,11 @@ type Netfilter struct {
 	sets   *ipset.Registry
 	ipvs   IPVSLookup
 	// Evaluations counts rules evaluated (matched or not) over all packets:
-	// divide by packets for rules/packet.
+	// divide by packets for rules/packet. Like the rule and chain
+	// counters, it may lag the fast path's replays, whose increments
+	// the datapath defers (datapath.Flat.Defer): read it through
+	// RulesEvaluated, or after Save, Table.Chain or Table.Chains (which
+	// settle them) with no walk in between.
 	Evaluations uint64
 	ctx         evalCtx
 	// gen is the ruleset generation: every commit bumps it, invalidating
@@ -863,4 +870,23 @@ func (nf *Netfilter) rewritten(w *datapath.Walk, p *datapath.Packet, s *natStage
 	w.Observe(p, trace.Observation{Node: nf.ns.Node, Netns: nf.ns.Name, Stage: "nat/" + s.hook.String(),
 		Action: trace.Rewritten, Summary: p.Summary(), Detail: what,
 		Before: before.Flow(), After: flowOf(p)})
+}
+
+// RulesEvaluated returns Evaluations with every increment the fast
+// path's replays deferred applied.
+func (nf *Netfilter) RulesEvaluated() uint64 {
+	nf.settle()
+	return nf.Evaluations
+}
+
+// settle applies the counter increments the datapath's fast path
+// deferred (datapath.Flat.Defer): the replays of table walks count the
+// rules' and chains' packets and bytes, Evaluations and the flow cache's
+// hits only when something reads or replaces them, which every exported
+// way to do so does first (Save, Restore, Exec, RestoreShared,
+// LoadShared, Table.Chain, Table.Chains, RulesEvaluated).
+func (nf *Netfilter) settle() {
+	if nf.ns != nil {
+		nf.ns.Engine().SettleCounters()
+	}
 }

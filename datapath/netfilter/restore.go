@@ -760,6 +760,7 @@ func (st *staged) counters(c *Chain, rs []*Rule) []counter {
 // Everything is parsed and checked before anything changes: on any error
 // (a *ParseError naming the line) no table is modified.
 func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
+	nf.settle()
 	err := nf.restore(input, opts)
 	if err == errDetach {
 		// The input changes a shared chain: the namespace takes its own
@@ -858,6 +859,7 @@ func (nf *Netfilter) restore(input string, opts RestoreOptions) error {
 // with --noflush). It is how components that call iptables directly
 // (ensureRule in kube-proxy, the CNI plugins) change rules.
 func (nf *Netfilter) Exec(table string, args ...string) error {
+	nf.settle()
 	err := nf.exec(table, args)
 	if err == errDetach {
 		nf.detach(nf.tables[table])

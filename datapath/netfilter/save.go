@@ -496,6 +496,7 @@ type SaveOptions struct {
 // clock time). Built-in chain headers always show the policy counters,
 // as legacy iptables-save does; user chains show "- [0:0]".
 func (nf *Netfilter) Save(opts SaveOptions) string {
+	nf.settle()
 	names := opts.Tables
 	if len(names) == 0 {
 		names = nf.order

@@ -648,6 +648,7 @@ func (s *Shared) summarizeChain(c *Chain, state map[*Chain]uint8, visit func(*Ch
 // inputs (in the order given) would: all or nothing, with Restore's
 // errors.
 func (nf *Netfilter) RestoreShared(sets ...*Shared) error {
+	nf.settle()
 	if err := nf.attach(sets); err != errDetach {
 		return err
 	}
@@ -1274,6 +1275,7 @@ var ErrNotLoaded = errors.New("netfilter: shared ruleset not loadable onto the t
 // chains that changed, not of the ruleset. ErrNotLoaded when it cannot
 // tell (nothing changed then).
 func (nf *Netfilter) LoadShared(loads ...Load) error {
+	nf.settle()
 	// The plans in the namespace's scratch (none made per load), let go
 	// of when done.
 	plans := nf.plans[:0]
