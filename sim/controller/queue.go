@@ -37,6 +37,10 @@ type Queue struct {
 	eng       *datapath.Engine
 	reconcile func(key string) (Result, error)
 	queued    map[string]*item // the pending item of each queued key
+	// free is the items fired and let go, for the next keys queued: the
+	// engine lets an event go before it fires, so an item that has fired
+	// is held by nobody (the kubelet queues each pod three times).
+	free []*item
 	// Errors collects reconcile errors (they are retried with backoff, as
 	// controller-runtime does); the last one per key is kept.
 	Errors map[string]error
@@ -61,16 +65,37 @@ func (q *Queue) AddAfter(key string, d time.Duration) {
 		}
 		it.stale = true
 	}
-	it := &item{q: q, key: key, at: at}
+	it := q.newItem(key, at, false)
 	q.queued[key] = it
 	q.eng.ScheduleTimer(d, it)
+}
+
+// newItem is an item for key at at, one let go if there is one.
+func (q *Queue) newItem(key string, at time.Duration, bg bool) *item {
+	if n := len(q.free); n > 0 {
+		it := q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+		*it = item{q: q, key: key, at: at, bg: bg}
+		return it
+	}
+	return &item{q: q, key: key, at: at, bg: bg}
+}
+
+// letGo keeps it, which has fired, for newItem (up to a bound: a burst
+// of keys leaves no large list behind).
+func (q *Queue) letGo(it *item) {
+	if len(q.free) < 64 {
+		*it = item{}
+		q.free = append(q.free, it)
+	}
 }
 
 func (q *Queue) addBackground(key string, d time.Duration) {
 	if q.queued[key] != nil {
 		return
 	}
-	it := &item{q: q, key: key, at: q.eng.Now() + d, bg: true}
+	it := q.newItem(key, q.eng.Now()+d, true)
 	q.queued[key] = it
 	q.eng.ScheduleBackground(d, it)
 }
@@ -90,21 +115,26 @@ type item struct {
 }
 
 // Fire implements datapath.Timer.
+// The engine has let the event go: once Fire is done with it, nobody
+// holds it (queued holds a superseded item's successor, and a fired one
+// is deleted from it first), and it is let go for reuse.
 func (it *item) Fire(*datapath.Walk) {
-	q := it.q
+	q, key := it.q, it.key
 	if it.stale {
+		q.letGo(it)
 		return
 	}
-	delete(q.queued, it.key)
-	res, err := q.reconcile(it.key)
+	delete(q.queued, key)
+	res, err := q.reconcile(key)
+	q.letGo(it) // after the reconcile, which may queue key again
 	if err != nil {
-		q.Errors[it.key] = err
-		q.addBackground(it.key, retryBackoff)
+		q.Errors[key] = err
+		q.addBackground(key, retryBackoff)
 		return
 	}
-	delete(q.Errors, it.key)
+	delete(q.Errors, key)
 	if res.RequeueAfter > 0 {
-		q.addBackground(it.key, res.RequeueAfter)
+		q.addBackground(key, res.RequeueAfter)
 	}
 }
 
