@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"sort"
@@ -66,6 +67,27 @@ type iptablesProxier struct {
 	// configuration without the node).
 	ensuredEdits uint64
 	ensuredCfg   kubeproxy.Config
+	// cfg is the node's configuration (Cluster.ProxyConfig) as of cfgIP
+	// and cfgCIDR, made once rather than at every sync.
+	cfg     kubeproxy.Config
+	cfgIP   netip.Addr
+	cfgCIDR netip.Prefix
+	// lazy is what the last successful sync that loaded shared rulesets
+	// generated from, and lazyFn its generation (the node's lazy rules,
+	// made once per proxier rather than a closure per sync).
+	lazy   lazyRules
+	lazyFn func() *kubeproxy.Rules
+}
+
+// config is c.ProxyConfig(p.n), remade only when what it is made of
+// changes. (Its NodeIPs are shared by the copies handed out: nothing
+// writes them.)
+func (p *iptablesProxier) config() kubeproxy.Config {
+	n, c := p.n, p.c
+	if p.cfg.NodeName != n.Name || p.cfgIP != n.InternalIP || p.cfgCIDR != c.Config.ClusterCIDR || p.cfg.NodeIPs == nil {
+		p.cfg, p.cfgIP, p.cfgCIDR = c.ProxyConfig(n), n.InternalIP, c.Config.ClusterCIDR
+	}
+	return p.cfg
 }
 
 // ProxyMaxSyncInterval is the longest kube-proxy's iptables proxier goes
@@ -152,7 +174,7 @@ func (p *iptablesProxier) Mode() kubeproxy.Mode { return kubeproxy.ModeIPTables 
 // own counters and chains.
 func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	n := p.n
-	cfg := p.c.ProxyConfig(n)
+	cfg := p.config()
 	gen, current := p.c.snapshotGen(snap)
 	if !current {
 		gen = 0
@@ -183,7 +205,14 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 		if rules != nil {
 			n.setProxyRules(rules, nil)
 		} else {
-			n.setProxyRules(nil, lazyProxyRules(cfg, snap))
+			// The rules of the last successful sync: the proxier's
+			// lazy generation, now from this one's (a sync that fails
+			// leaves it).
+			p.lazy = lazyRules{cfg: cfg, snap: snap}
+			if p.lazyFn == nil {
+				p.lazyFn = p.lazy.generate
+			}
+			n.setProxyRules(nil, p.lazyFn)
 		}
 		p.succeeded(full, now, cleaned)
 		p.clearStale(cfg, snap, gen)
@@ -239,15 +268,17 @@ func (p *iptablesProxier) Sync(snap kubeproxy.Snapshot) error {
 	return loaded(err, rules)
 }
 
-// lazyProxyRules generates a node's rules of a sync that loaded shared
+// lazyRules generates a node's rules of a sync that loaded shared
 // rulesets when they are asked for: cfg and snap generated without error
-// for another node. (Made here, capturing copies: a closure in Sync would
-// move Sync's configuration and snapshot to the heap at every sync.)
-func lazyProxyRules(cfg kubeproxy.Config, snap kubeproxy.Snapshot) func() *kubeproxy.Rules {
-	return func() *kubeproxy.Rules {
-		r, _ := kubeproxy.Generate(cfg, snap)
-		return r
-	}
+// for another node.
+type lazyRules struct {
+	cfg  kubeproxy.Config
+	snap kubeproxy.Snapshot
+}
+
+func (l *lazyRules) generate() *kubeproxy.Rules {
+	r, _ := kubeproxy.Generate(l.cfg, l.snap)
+	return r
 }
 
 // succeeded records a successful sync (full or partial) at now, and
