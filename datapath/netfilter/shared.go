@@ -1324,8 +1324,11 @@ type loadPlan struct {
 	old  int
 	same bool
 	// addOwn: own is t's chains, and the chains carried are added to
-	// them at commit (a plan from a template: no map made per table).
+	// them at commit (a plan from a template: no map made per table);
+	// slab is the template's, for the chains carried (nil: each made
+	// on its own).
 	addOwn bool
+	slab   *carrySlab
 }
 
 // resolve returns the chain c (a chain of t or of its ruleset, as a jump
@@ -1586,6 +1589,60 @@ type loadTemplate struct {
 	same    bool
 	carried []string
 	shape   *reachShape
+	// slab is where the tables the template serves get their chains
+	// carried from.
+	slab carrySlab
+}
+
+// carrySlab hands out the chains carried and their rules from blocks
+// shared by the tables a template serves: one allocation per block, not
+// three per table and chain (the chains a change leaves behind are
+// carried by thousands of nodes at once, and go at one cleanup). A
+// chain's rule slices are capped at their length: appending to them
+// (iptables -A on a chain carried) moves them out of the block.
+type carrySlab struct {
+	chains []Chain
+	rules  []Rule
+	ptrs   []*Rule
+}
+
+// Sizes of the blocks of a carrySlab; a chain with more rules than
+// slabMaxRules gets its own.
+const (
+	slabChains   = 64
+	slabRules    = 256
+	slabMaxRules = 32
+)
+
+// chain returns a new chain named name.
+func (sl *carrySlab) chain(name string) *Chain {
+	if sl == nil {
+		return &Chain{Name: name}
+	}
+	if len(sl.chains) == 0 {
+		sl.chains = make([]Chain, slabChains)
+	}
+	c := &sl.chains[0]
+	sl.chains = sl.chains[1:]
+	c.Name = name
+	return c
+}
+
+// ruleSlices returns a chain's slice of n rule pointers and its n rules,
+// zeroed.
+func (sl *carrySlab) ruleSlices(n int) ([]*Rule, []Rule) {
+	if sl == nil || n > slabMaxRules {
+		return make([]*Rule, n), make([]Rule, n)
+	}
+	if len(sl.rules) < n {
+		sl.rules = make([]Rule, slabRules)
+	}
+	if len(sl.ptrs) < n {
+		sl.ptrs = make([]*Rule, slabRules)
+	}
+	ptrs, rules := sl.ptrs[:n:n], sl.rules[:n:n]
+	sl.ptrs, sl.rules = sl.ptrs[n:], sl.rules[n:]
+	return ptrs, rules
 }
 
 // apply fills p (t, s and d set) as planLoad's checks would for a table
@@ -1600,9 +1657,9 @@ func (tp *loadTemplate) apply(p *loadPlan) error {
 	if tp.carried != nil {
 		carried := make(map[string]*Chain, len(tp.carried))
 		for _, name := range tp.carried {
-			carried[name] = &Chain{Name: name}
+			carried[name] = tp.slab.chain(name)
 		}
-		p.carried, p.addOwn = carried, true
+		p.carried, p.addOwn, p.slab = carried, true, &tp.slab
 		jumps := slices.Grow(slices.Clip(reach.jumps), 2*len(carried))
 		for _, name := range tp.carried {
 			c := carried[name]
@@ -1641,8 +1698,8 @@ func (p *loadPlan) ownAfter() map[string]*Chain {
 // its chain bc there with the namespace's counters, its jumps resolved;
 // false when one jumps to a chain that will not exist.
 func (p *loadPlan) carry(c, bc *Chain) bool {
-	c.rules = make([]*Rule, len(bc.rules))
-	copies := make([]Rule, len(bc.rules))
+	var copies []Rule
+	c.rules, copies = p.slab.ruleSlices(len(bc.rules))
 	for i, r := range bc.rules {
 		n := &copies[i]
 		*n = *r

@@ -593,6 +593,21 @@ func TestLoadSharedEqualsRestore(t *testing.T) {
 					require.NoError(t, nf.Exec(NAT, "-A", "MY-JUMPS", "-j", "KUBE-SEP-0"))
 				}
 			}},
+		// KUBE-SEP-2, carried as the node's own from generation 1 (the
+		// alike namespaces' copies made from one template, side by side
+		// in its slab), gets a rule appended and one inserted: each
+		// namespace's copy changes alone.
+		{name: "a chain carried, then edited", syncs: always, clean: func(g int) bool { return g == 0 }, full: func(g int) bool { return g == 0 },
+			after: func(nf *Netfilter, g int) {
+				switch g {
+				case 1:
+					require.NoError(t, nf.Exec(NAT, "-A", "KUBE-SEP-2", "-j", "RETURN"))
+				case 2:
+					require.NoError(t, nf.Exec(NAT, "-I", "KUBE-SEP-2", "1", "-j", "RETURN"))
+					require.Contains(t, nf.Save(SaveOptions{}), "-A KUBE-SEP-2 -j RETURN\n-A KUBE-SEP-2 -s 10.0.2.2/32 -j KUBE-MARK-MASQ\n"+
+						"-A KUBE-SEP-2 -p udp -j DNAT --to-destination 10.0.2.2:5002\n-A KUBE-SEP-2 -j RETURN\n")
+				}
+			}},
 	}
 	port := uint16(20000)
 	traffic := func(tp *topo) {
