@@ -411,7 +411,8 @@ func (d *driver) lock() {
 	d.mu.Lock()
 }
 
-// unlock releases the world lock taken by lock.
+// unlock releases the world lock taken by lock, counted as activity too
+// (so a call is counted when it enters and when it leaves, once each).
 func (d *driver) unlock() {
 	d.mu.Unlock()
 	d.activity.Add(1)

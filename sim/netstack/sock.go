@@ -34,7 +34,6 @@ func (c *sock) SetDriving(fg bool) {
 }
 
 func (c *sock) enter() {
-	c.s.d.activity.Add(1)
 	c.s.d.lock()
 }
 
@@ -51,7 +50,6 @@ func (c *sock) leave() {
 // held), so the next settle has no barrier to run for it.
 func (c *sock) leaveQuiet() {
 	c.s.d.unlock()
-	c.s.d.activity.Add(1)
 }
 
 // SetDeadline implements net.Conn, on the world's clock.

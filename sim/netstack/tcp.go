@@ -250,12 +250,10 @@ func (l *Listener) SetDriving(fg bool) {
 // background one.
 func (l *Listener) Accept() (net.Conn, error) {
 	d := l.s.d
-	d.activity.Add(1)
 	d.lock()
 	defer func() {
 		l.s.dirty = true
 		d.unlock()
-		d.activity.Add(1)
 	}()
 	for {
 		if isClosed(l.closed) {
@@ -281,12 +279,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 // Close implements net.Listener.
 func (l *Listener) Close() error {
 	d := l.s.d
-	d.activity.Add(1)
 	d.lock()
 	defer func() {
 		l.s.dirty = true
 		d.unlock()
-		d.activity.Add(1)
 	}()
 	if isClosed(l.closed) {
 		return opError("close", "tcp", "", nil, l.addr, net.ErrClosed)
@@ -407,12 +403,10 @@ func (s *Stack) dialTCP(ctx context.Context, network, address string, fg bool) (
 	}
 	raddr := &net.TCPAddr{IP: net.IP(a.AsSlice()), Port: int(port)}
 	d := s.d
-	d.activity.Add(1)
 	d.lock()
 	defer func() {
 		s.dirty = true
 		d.unlock()
-		d.activity.Add(1)
 	}()
 	if err := s.syncLocked(); err != nil {
 		return nil, err

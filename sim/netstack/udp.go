@@ -134,12 +134,10 @@ func (c *UDPConn) RemoteAddr() net.Addr {
 
 func (s *Stack) newUDP(network, op string, laddr, raddr *net.UDPAddr, fg bool) (*UDPConn, error) {
 	d := s.d
-	d.activity.Add(1)
 	d.lock()
 	defer func() {
 		s.dirty = true
 		d.unlock()
-		d.activity.Add(1)
 	}()
 	if err := s.syncLocked(); err != nil {
 		return nil, err
