@@ -209,7 +209,6 @@ const (
 	feNeighUse // a STALE neighbour's used time is now
 	feEncap    // VXLAN encapsulation toward an address
 	feMark     // the mark a flattened effect set (Flat.SetMark)
-	feDefer    // *a += x, *b += y, deferred (Flat.Defer)
 	// terminals
 	ftRx      // the frame is received by dev after delay
 	ftDeliver // the frame goes up to the namespace's sockets from dev
@@ -567,13 +566,6 @@ func (r *fastRec) add(a *uint64, x uint64, b *uint64, y uint64) {
 	o.a, o.x, o.b, o.y = a, x, b, y
 }
 
-// addDeferred is add for counters whose replayed increments may be
-// deferred (Flat.Defer: a passive hook's, SetHookPassive).
-func (r *fastRec) addDeferred(a *uint64, x uint64, b *uint64, y uint64) {
-	o := r.op(feDefer)
-	o.a, o.x, o.b, o.y = a, x, b, y
-}
-
 // netns notes that the walk read a sysctl of ns (the only namespace state
 // the configuration generation does not cover): called where they are
 // read, so that a replay checks the namespaces whose sysctls decided it,
@@ -723,8 +715,6 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			e.fx = append(e.fx, o.fx)
 		case feAdd:
 			e.add(o.a, o.x, o.b, o.y)
-		case feDefer:
-			flat.Defer(o.a, o.x, o.b, o.y)
 		case ftRx, ftDeliver:
 			e.term = *o
 		case feDecTTL:

@@ -393,10 +393,7 @@ func (ns *Netns) AddHookStage(h Hook, name string, priority int, s Stage) {
 // iptables table whose built-in chain is empty with policy ACCEPT keeps
 // its policy counter exact at no cost. packets == nil makes the stage
 // active again. It reports whether a stage of that name is registered.
-// The stage must behave the same when it is called directly. The fast
-// path's replays defer these increments as Flat.Defer does: whoever reads
-// the counters or changes them otherwise than by an increment settles
-// them first (Engine.SettleCounters).
+// The stage must behave the same when it is called directly.
 func (ns *Netns) SetHookPassive(h Hook, name string, packets, bytes *uint64) bool {
 	if (packets == nil) != (bytes == nil) {
 		return false

@@ -149,7 +149,7 @@ func (l hookList) runRecording(w *Walk, p *Packet) Verdict {
 			*e.passPackets++
 			*e.passBytes += uint64(p.Len() - EthHdrLen)
 			if r != nil {
-				r.addDeferred(e.passPackets, 1, e.passBytes, uint64(p.Len()-EthHdrLen))
+				r.add(e.passPackets, 1, e.passBytes, uint64(p.Len()-EthHdrLen))
 			}
 			continue
 		}
