@@ -433,14 +433,20 @@ func (f *Flat) Add(a *uint64, x uint64, b *uint64, y uint64) { f.e.add(a, x, b, 
 // increment before anything else, and a sum of increments is what they
 // add one by one.
 func (e *fastEntry) add(a *uint64, x uint64, b *uint64, y uint64) {
-	for i := range e.adds {
-		if c := &e.adds[i]; c.a == a && c.b == b {
+	e.adds = mergeAdd(e.adds, a, x, b, y)
+}
+
+// mergeAdd adds *a += x, *b += y to adds, into an increment of the same
+// two counters already there if there is one.
+func mergeAdd(adds []fastAdd, a *uint64, x uint64, b *uint64, y uint64) []fastAdd {
+	for i := range adds {
+		if c := &adds[i]; c.a == a && c.b == b {
 			c.x += x
 			c.y += y
-			return
+			return adds
 		}
 	}
-	e.adds = append(e.adds, fastAdd{a, b, x, y})
+	return append(adds, fastAdd{a, b, x, y})
 }
 
 // Defer makes the replay do *a += x, *b += y as Add does, but not at
@@ -452,15 +458,7 @@ func (e *fastEntry) add(a *uint64, x uint64, b *uint64, y uint64) {
 // hands chains out by). A sum of increments is what they add one by one,
 // in any order.
 func (f *Flat) Defer(a *uint64, x uint64, b *uint64, y uint64) {
-	e := f.e
-	for i := range e.deferred {
-		if c := &e.deferred[i]; c.a == a && c.b == b {
-			c.x += x
-			c.y += y
-			return
-		}
-	}
-	e.deferred = append(e.deferred, fastAdd{a, b, x, y})
+	f.e.deferred = mergeAdd(f.e.deferred, a, x, b, y)
 }
 
 // settle applies the deferred increments of e's replays not yet applied.

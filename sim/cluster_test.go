@@ -77,14 +77,7 @@ func TestFailedProxySyncIsReportedPerNode(t *testing.T) {
 
 	n1, n2 := c.Node("n1"), c.Node("n2")
 	nf := n2.Netfilter
-	for i := 1; i <= 10; i++ {
-		require.NoError(t, nf.Exec("nat", "-N", fmt.Sprintf("ADMIN%d", i)))
-	}
-	for i := 1; i < 10; i++ {
-		require.NoError(t, nf.Exec("nat", "-A", fmt.Sprintf("ADMIN%d", i), "-j", fmt.Sprintf("ADMIN%d", i+1)))
-	}
-	require.NoError(t, nf.Exec("nat", "-A", "ADMIN10", "-j", "KUBE-SERVICES"))
-	require.NoError(t, nf.Exec("nat", "-I", "PREROUTING", "1", "-j", "ADMIN1"))
+	deepAdminChains(t, nf)
 
 	_, err = c.AddService(ServiceSpec{Selector: web, Service: kubeproxy.Service{Namespace: "ns", Name: "np", Type: kubeproxy.ServiceTypeNodePort,
 		Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80), NodePort: 30080}}}})
@@ -104,4 +97,20 @@ func TestFailedProxySyncIsReportedPerNode(t *testing.T) {
 	require.NoError(t, c.RunFor(ProxySyncPeriod))
 	require.Nil(t, n2.ProxySyncError)
 	require.Contains(t, nf.Save(netfilter.SaveOptions{}), `"ns/np" -m tcp --dport 30080`)
+}
+
+// deepAdminChains adds an administrator's chain of ten jumps
+// (ADMIN1 → … → ADMIN10 → KUBE-SERVICES) at the head of nat PREROUTING,
+// so that a KUBE-SVC chain kube-proxy jumps to from KUBE-SERVICES would
+// sit past nf_tables' jump depth, and its restore is refused.
+func deepAdminChains(t *testing.T, nf *netfilter.Netfilter) {
+	t.Helper()
+	for i := 1; i <= 10; i++ {
+		require.NoError(t, nf.Exec("nat", "-N", fmt.Sprintf("ADMIN%d", i)))
+	}
+	for i := 1; i < 10; i++ {
+		require.NoError(t, nf.Exec("nat", "-A", fmt.Sprintf("ADMIN%d", i), "-j", fmt.Sprintf("ADMIN%d", i+1)))
+	}
+	require.NoError(t, nf.Exec("nat", "-A", "ADMIN10", "-j", "KUBE-SERVICES"))
+	require.NoError(t, nf.Exec("nat", "-I", "PREROUTING", "1", "-j", "ADMIN1"))
 }

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,14 +40,7 @@ func TestProxyRulesAreTheLastSuccessfulSyncs(t *testing.T) {
 	// n2's restores are refused (its rules not asked for since its last
 	// successful sync): they stay that sync's while the others move on.
 	nf := n2.Netfilter
-	for i := 1; i <= 10; i++ {
-		require.NoError(t, nf.Exec("nat", "-N", fmt.Sprintf("ADMIN%d", i)))
-	}
-	for i := 1; i < 10; i++ {
-		require.NoError(t, nf.Exec("nat", "-A", fmt.Sprintf("ADMIN%d", i), "-j", fmt.Sprintf("ADMIN%d", i+1)))
-	}
-	require.NoError(t, nf.Exec("nat", "-A", "ADMIN10", "-j", "KUBE-SERVICES"))
-	require.NoError(t, nf.Exec("nat", "-I", "PREROUTING", "1", "-j", "ADMIN1"))
+	deepAdminChains(t, nf)
 	before := n2.Proxier.(*iptablesProxier).last
 	_, err := c.AddService(ServiceSpec{Selector: map[string]string{"app": "a"}, Service: kubeproxy.Service{Namespace: "ns", Name: "np", Type: kubeproxy.ServiceTypeNodePort,
 		Ports: []kubeproxy.ServicePort{{Protocol: kubeproxy.ProtocolTCP, Port: 80, TargetPort: kubeproxy.FromInt(80), NodePort: 30080}}}})
