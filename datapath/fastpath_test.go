@@ -31,6 +31,16 @@ type fastWorld struct {
 	flips     [2]int
 }
 
+// sendDatagram sends "datagram 0 of a flow" from net/client to dst, from
+// source port sport to port 9000.
+func (w *fastWorld) sendDatagram(t *testing.T, dst netip.Addr, sport uint16) {
+	t.Helper()
+	ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, sport, 9000, []byte("datagram 0 of a flow"))
+	require.NoError(t, err)
+	_, err = w.r.Client.Netns.Send(ip)
+	require.NoError(t, err)
+}
+
 // logOwner logs every frame the namespace delivers, then lets the minimal
 // sockets have it.
 type logOwner struct {
@@ -662,10 +672,7 @@ func TestFastPathEquivalence(t *testing.T) {
 		// of what is logged below differs if it hands one on wrongly).
 		change("a timer sends two datagrams at once, others fire at that instant", func(t *testing.T, w *fastWorld) {
 			send := func(dst netip.Addr, sport uint16) {
-				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, sport, 9000, []byte("datagram 0 of a flow"))
-				require.NoError(t, err)
-				_, err = w.r.Client.Netns.Send(ip)
-				require.NoError(t, err)
+				w.sendDatagram(t, dst, sport)
 			}
 			logAt := func(what string) stepTimer {
 				return func(dw *datapath.Walk) { w.delivered = append(w.delivered, fmt.Sprintf("%v %s", dw.Now(), what)) }
@@ -702,10 +709,7 @@ func TestFastPathEquivalence(t *testing.T) {
 			e := w.r.World.Engine
 			for range 3 {
 				udp("", web2, 42001, 1).do(t, w)
-				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web2.IP}, 42001, 9000, []byte("datagram 0 of a flow"))
-				require.NoError(t, err)
-				_, err = w.r.Client.Netns.Send(ip)
-				require.NoError(t, err)
+				w.sendDatagram(t, w.r.Web2.IP, 42001)
 				require.NoError(t, e.RunUntil(e.Now()+w.r.Segment(scenarios.UnderlaySegment).Latency/2))
 				w.delivered = append(w.delivered, fmt.Sprintf("stopped at %v pending %d", e.Now(), e.Pending()))
 				require.NoError(t, w.r.World.Run())
@@ -715,13 +719,10 @@ func TestFastPathEquivalence(t *testing.T) {
 			e := w.r.World.Engine
 			for range 3 {
 				udp("", web2, 42001, 1).do(t, w)
-				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: w.r.Web2.IP}, 42001, 9000, []byte("datagram 0 of a flow"))
-				require.NoError(t, err)
 				e.ScheduleTimer(w.r.Segment(scenarios.UnderlaySegment).Latency, stepTimer(func(dw *datapath.Walk) {
 					w.delivered = append(w.delivered, fmt.Sprintf("%v timer due with the underlay's frame", dw.Now()))
 				}))
-				_, err = w.r.Client.Netns.Send(ip)
-				require.NoError(t, err)
+				w.sendDatagram(t, w.r.Web2.IP, 42001)
 				require.NoError(t, w.r.World.Run())
 			}
 		})),
@@ -731,10 +732,7 @@ func TestFastPathEquivalence(t *testing.T) {
 				udp("", web2, 42001, 1).do(t, w)
 				e.ScheduleTimer(time.Millisecond, stepTimer(func(*datapath.Walk) {
 					for _, dst := range []netip.Addr{w.r.Web2.IP, w.r.Web2.IP, w.r.Web1.IP} {
-						ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, map[bool]uint16{true: 42001, false: 42000}[dst == w.r.Web2.IP], 9000, []byte("datagram 0 of a flow"))
-						require.NoError(t, err)
-						_, err = w.r.Client.Netns.Send(ip)
-						require.NoError(t, err)
+						w.sendDatagram(t, dst, map[bool]uint16{true: 42001, false: 42000}[dst == w.r.Web2.IP])
 					}
 				}))
 				require.NoError(t, w.r.World.Run())
@@ -749,10 +747,7 @@ func TestFastPathEquivalence(t *testing.T) {
 			e := w.r.World.Engine
 			nf := w.r.W1.Netfilter
 			send := func(dst netip.Addr, sport uint16) {
-				ip, err := packet.UDP(packet.IP{Src: w.r.Client.IP, Dst: dst}, sport, 9000, []byte("datagram 0 of a flow"))
-				require.NoError(t, err)
-				_, err = w.r.Client.Netns.Send(ip)
-				require.NoError(t, err)
+				w.sendDatagram(t, dst, sport)
 			}
 			udp("", web2, 42001, 2).do(t, w)
 			udp("", web1, 42000, 2).do(t, w)
