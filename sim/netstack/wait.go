@@ -185,37 +185,34 @@ func (s *Stack) wait(fg bool, ep tcpip.Endpoint, q *waiter.Queue, mask waiter.Ev
 			continue
 		}
 		dl.add(ws)
+		// The socket's own slot is notified when it closes: stop need
+		// not be waited on too (a nil channel's case never fires).
+		wake := stop
+		if own {
+			wake = nil
+		}
+		var rel chan struct{}
+		if fg {
+			rel = d.releasedChan()
+		}
+		d.mu.Unlock()
+		d.activity.Add(1)
 		switch {
-		case fg && own:
-			rel := d.releasedChan()
-			d.mu.Unlock()
-			d.activity.Add(1)
-			select {
-			case <-ws.ch:
-			case <-rel:
-			}
 		case fg:
-			rel := d.releasedChan()
-			d.mu.Unlock()
-			d.activity.Add(1)
 			select {
 			case <-ws.ch:
-			case <-stop:
+			case <-wake:
 			case <-rel:
 			}
-		case own:
+		case wake == nil:
 			// A background wait on the socket's slot: a plain receive
 			// (net/http's server and read loop each block here once
 			// per request, and so does the server's background read).
-			d.mu.Unlock()
-			d.activity.Add(1)
 			<-ws.ch
 		default:
-			d.mu.Unlock()
-			d.activity.Add(1)
 			select {
 			case <-ws.ch:
-			case <-stop:
+			case <-wake:
 			}
 		}
 		d.activity.Add(1)
