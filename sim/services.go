@@ -148,6 +148,10 @@ func (c *Cluster) Snapshot() kubeproxy.Snapshot {
 }
 
 // ProxyConfig is the kube-proxy configuration of node n.
+//
+// iptablesProxier.config keeps it per node and makes it again when the
+// node's name or InternalIP or the cluster CIDR changes: what it is made
+// of. A field added here must be added to that check.
 func (c *Cluster) ProxyConfig(n *Node) kubeproxy.Config {
 	return kubeproxy.Config{NodeName: n.Name, NodeIPs: []netip.Addr{n.InternalIP}, ClusterCIDR: c.Config.ClusterCIDR}
 }
