@@ -1,21 +1,23 @@
 package apiserver
 
 import (
+	"hash/maphash"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// compactEvent is an Event Record has stored and nobody has read yet, in
-// 120 bytes held in the map's own slot (a map keeps a value over 128 bytes
-// in an allocation of its own) where the corev1.Event it stands for takes
-// 640 and an allocation: the kubelet records three Events for every pod
-// it starts, and a 150,000-pod build reads none of its 450,000. It holds
-// what the Event has of its own: the involved object's name, UID and
+// compactEvent is an Event Record has stored and nobody has read yet,
+// kept in a slab of the compact store (compactStore) where the
+// corev1.Event it stands for takes 640 bytes and an allocation: the
+// kubelet records three Events for every pod it starts, and a
+// 150,000-pod build reads none of its 450,000. It holds what the Event
+// has of its own: its key, the involved object's name, UID and
 // resourceVersion, the message, the instant, the counters that made its
 // UID and resourceVersion, and the index of its kind, type, component
 // and reason among those seen (eventTexts). The rest follows: its
@@ -27,6 +29,7 @@ import (
 type compactEvent struct {
 	at        time.Time  // first and last timestamp
 	created   *time.Time // creationTimestamp when it is not at (a clock that moved within Record)
+	key       string     // "namespace/name", as stored
 	name, rv  string     // the involved object's
 	uid       types.UID  // the involved object's
 	msg       string
@@ -60,14 +63,110 @@ func (s *Server) eventTextOf(t eventText) (uint32, bool) {
 	return i, true
 }
 
-// dedup is the correlator's key of the compact Event stored under key k.
-func (s *Server) dedup(c *compactEvent, k string) eventDedup {
+// compactStore holds the compact Events in the order recorded, in slabs
+// of compactSlab (appending never moves one), and finds one by key
+// through a map from the key's 64-bit hash to its place: a slot of 12
+// bytes and no pointer for the collector to follow, where a map by key
+// kept a string and the 136-byte Event in each slot and copied both at
+// every growth. A key whose hash another key holds is kept in more. The
+// answers do not depend on the hash (its seed is random), only where a
+// key is found; the order of everything that reads the store is the
+// order recorded.
+type compactStore struct {
+	slabs  [][]compactEvent
+	n      int
+	byHash map[uint64]uint32
+	more   map[string]uint32
+	hash   func([]byte) uint64
+}
+
+// compactSlab is the number of compact Events in one slab.
+const compactSlab = 1024
+
+func newCompactStore() compactStore {
+	seed := maphash.MakeSeed()
+	return compactStore{hash: func(b []byte) uint64 { return maphash.Bytes(seed, b) }}
+}
+
+// at is the i-th compact Event recorded.
+func (c *compactStore) at(i uint32) *compactEvent { return &c.slabs[i/compactSlab][i%compactSlab] }
+
+// lookup is the compact Event under key b, if any; h is b's hash, and
+// free reports that no key holds it (add then need not look again).
+func (c *compactStore) lookup(b []byte) (e *compactEvent, h uint64, free bool) {
+	if c.n == 0 {
+		return nil, 0, true // the hash is made by add
+	}
+	h = c.hash(b)
+	i, held := c.byHash[h]
+	if held {
+		if e := c.at(i); e.key == string(b) {
+			return e, h, false
+		}
+	}
+	if c.more != nil {
+		if i, ok := c.more[string(b)]; ok {
+			return c.at(i), h, !held
+		}
+	}
+	return nil, h, !held
+}
+
+// find is the compact Event under key k, if any.
+func (c *compactStore) find(k string) (*compactEvent, bool) {
+	e, _, _ := c.lookup(unsafe.Slice(unsafe.StringData(k), len(k)))
+	return e, e != nil
+}
+
+// add stores e, whose key no compact Event has; h and free are what
+// lookup of its key gave.
+func (c *compactStore) add(e compactEvent, h uint64, free bool) {
+	if c.n == 0 {
+		h, free = c.hash(unsafe.Slice(unsafe.StringData(e.key), len(e.key))), true
+	}
+	if c.n%compactSlab == 0 {
+		c.slabs = append(c.slabs, make([]compactEvent, 0, compactSlab))
+	}
+	i := uint32(c.n)
+	c.slabs[len(c.slabs)-1] = append(c.slabs[len(c.slabs)-1], e)
+	c.n++
+	if c.byHash == nil {
+		c.byHash = map[uint64]uint32{}
+	}
+	if free {
+		c.byHash[h] = i
+		return
+	}
+	if c.more == nil {
+		c.more = map[string]uint32{}
+	}
+	c.more[e.key] = i
+}
+
+// all yields the compact Events in the order recorded.
+func (c *compactStore) all(yield func(*compactEvent) bool) {
+	for _, slab := range c.slabs {
+		for i := range slab {
+			if !yield(&slab[i]) {
+				return
+			}
+		}
+	}
+}
+
+// reset lets every compact Event go (they are stored in full now).
+func (c *compactStore) reset() { c.slabs, c.n, c.byHash, c.more = nil, 0, nil, nil }
+
+// dedup is the correlator's key of the compact Event c.
+func (s *Server) dedup(c *compactEvent) eventDedup {
+	k := c.key
 	return eventDedup{c.uid, k[:strings.IndexByte(k, '/')], s.eventTexts[c.text].reason, c.msg}
 }
 
-// event is the Event c stands for, stored under key k, as createAt stores
-// what Record hands it.
-func (s *Server) event(c *compactEvent, k string) *corev1.Event {
+// event is the Event c stands for, as createAt stores what Record hands
+// it.
+func (s *Server) event(c *compactEvent) *corev1.Event {
+	k := c.key
 	ns := k[:strings.IndexByte(k, '/')]
 	t := s.eventTexts[c.text]
 	ik, _ := LookupKind(t.kind)
@@ -98,31 +197,29 @@ func (s *Server) event(c *compactEvent, k string) *corev1.Event {
 // when kind is Event: every read of a kind goes through it (Record's own
 // probes and the correlator's look at both stores instead).
 func (s *Server) objsOf(kind string) map[string]Object {
-	if kind == "Event" && len(s.compact) > 0 {
+	if kind == "Event" && s.compact.n > 0 {
 		s.expandEvents()
 	}
 	return s.objs[kind]
 }
 
 // expandEvents stores every compact Event as the object it stands for
-// and indexes it, in the indexes built so far. The order is the map's:
-// each Event goes under its own key, and index sets are sets, so nothing
-// depends on it.
+// and indexes it, in the indexes built so far, in the order recorded.
 func (s *Server) expandEvents() {
-	if len(s.compact) == 0 {
+	if s.compact.n == 0 {
 		return
 	}
 	m := s.objs["Event"]
 	if m == nil {
-		m = make(map[string]Object, len(s.compact))
+		m = make(map[string]Object, s.compact.n)
 		s.objs["Event"] = m
 	}
-	for k, c := range s.compact {
-		ev := s.event(&c, k)
-		s.reindex("Event", k, nil, ev)
-		m[k] = ev
+	for c := range s.compact.all {
+		ev := s.event(c)
+		s.reindex("Event", c.key, nil, ev)
+		m[c.key] = ev
 	}
-	s.compact = nil
+	s.compact.reset()
 }
 
 // EagerEvents makes Record store every Event in full as it is recorded,

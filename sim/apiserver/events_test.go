@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -20,9 +19,11 @@ import (
 // from seed (pods created and deleted, Events recorded and repeated at one
 // instant or as the clock moves, transactions committed and aborted, an
 // Event watcher, Events read, updated and deleted, a namespace deleted)
-// and returns what every read in it saw, and the largest number of compact
-// Events the server held before a read.
-func eventScript(t *testing.T, seed uint64, eager, autoClock bool) (string, int) {
+// and returns what every read in it saw, the largest number of compact
+// Events the server held before a read, and the largest number of them
+// kept in the compact store's more (their key's hash held by another).
+// A non-nil hash replaces the compact store's.
+func eventScript(t *testing.T, seed uint64, eager, autoClock bool, hash func([]byte) uint64) (string, int, int) {
 	t.Helper()
 	var now time.Duration
 	clock := func() time.Time {
@@ -36,11 +37,14 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool) (string, int)
 	if eager {
 		s.EagerEvents()
 	}
+	if hash != nil {
+		s.compact.hash = hash
+	}
 	rng := rand.New(rand.NewPCG(seed, 9))
 	var out strings.Builder
-	most, before := 0, 0 // before: the compact Events before this operation
+	most, before, more, moreBefore := 0, 0, 0, 0 // before: the compact Events before this operation
 	read := func(what string, objs ...Object) {
-		most = max(most, before)
+		most, more = max(most, before), max(more, moreBefore)
 		fmt.Fprintf(&out, "%s rv=%s:", what, s.ResourceVersion())
 		for _, o := range objs {
 			// Every field Record and createAt set (TestCompactEventIsTheRecorded
@@ -88,8 +92,8 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool) (string, int)
 		for k := range s.objs["Event"] {
 			keys = append(keys, k)
 		}
-		for k := range s.compact {
-			keys = append(keys, k)
+		for c := range s.compact.all {
+			keys = append(keys, c.key)
 		}
 		if len(keys) == 0 {
 			return "", "", false
@@ -100,7 +104,7 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool) (string, int)
 	}
 	var stop bool
 	for i := range 200 {
-		before = len(s.compact)
+		before, moreBefore = s.compact.n, len(s.compact.more)
 		switch op := rng.IntN(40); {
 		case op < 20:
 			record()
@@ -182,7 +186,7 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool) (string, int)
 	}
 	read("final", s.List("Event", "")...)
 	stop = true
-	return out.String(), most
+	return out.String(), most, more
 }
 
 // Events recorded compactly read as the Events stored in full when
@@ -194,10 +198,28 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool) (string, int)
 func TestCompactEventsReadAsRecorded(t *testing.T) {
 	for seed := range uint64(16) {
 		for _, auto := range []bool{false, true} {
-			want, _ := eventScript(t, seed, true, auto)
-			got, most := eventScript(t, seed, false, auto)
+			want, _, _ := eventScript(t, seed, true, auto, nil)
+			got, most, _ := eventScript(t, seed, false, auto, nil)
 			require.Equal(t, want, got, "seed %d, clock moving at every reading %v", seed, auto)
 			require.Positive(t, most, "seed %d: no read found compact Events", seed)
+		}
+	}
+}
+
+// The compact store finds a key by its hash, and a key whose hash another
+// key holds in its second map: with a hash that gives every key one of
+// two values, Events recorded compactly still read as those stored in
+// full (a name taken only by a compact Event in more is still taken, a
+// repeat still found), and some reads found keys in more.
+func TestCompactEventsCollidingHashes(t *testing.T) {
+	collide := func(b []byte) uint64 { return uint64(len(b) % 2) }
+	for seed := range uint64(16) {
+		for _, auto := range []bool{false, true} {
+			want, _, _ := eventScript(t, seed, true, auto, nil)
+			got, most, more := eventScript(t, seed, false, auto, collide)
+			require.Equal(t, want, got, "seed %d, clock moving at every reading %v", seed, auto)
+			require.Positive(t, most, "seed %d: no read found compact Events", seed)
+			require.Positive(t, more, "seed %d: no compact Event was kept in more", seed)
 		}
 	}
 }
@@ -219,20 +241,14 @@ func TestCompactEventIsTheRecorded(t *testing.T) {
 		s.Record(p, "kubelet", corev1.EventTypeWarning, "BackOff", "Back-off")
 		return s
 	}
-	// A map keeps a value of up to 128 bytes in its slot, a larger one
-	// in an allocation of its own.
-	require.LessOrEqual(t, unsafe.Sizeof(compactEvent{}), uintptr(128))
 	full, compact := mk(true), mk(false)
-	require.Empty(t, full.compact)
-	require.Len(t, compact.compact, 1, "the repeat expanded the first; the third is compact")
-	var k string
-	for k = range compact.compact {
-	}
-	want := full.objs["Event"][k].(*corev1.Event)
-	c := compact.compact[k]
-	got := compact.event(&c, k)
+	require.Zero(t, full.compact.n)
+	require.Equal(t, 1, compact.compact.n, "the repeat expanded the first; the third is compact")
+	c := compact.compact.at(0)
+	want := full.objs["Event"][c.key].(*corev1.Event)
+	got := compact.event(c)
 	require.True(t, apiequality.Semantic.DeepEqual(want, got), "%#v\n%#v", want, got)
 	require.Equal(t, *want, *got)
 	require.Equal(t, full.List("Event", ""), compact.List("Event", ""))
-	require.Empty(t, compact.compact)
+	require.Zero(t, compact.compact.n)
 }

@@ -72,10 +72,10 @@ type Server struct {
 	// which counters: createAt takes a guess that is that text, at the
 	// same counters, without making it again.
 	made madeIDs
-	// compact holds the Events recorded and not yet read, by key: see
+	// compact holds the Events recorded and not yet read: see
 	// compactEvent. Every read of the kind Event (objsOf) expands them
 	// into objs first.
-	compact map[string]compactEvent
+	compact compactStore
 	// eventTexts are the compact Events' kinds, types, components and
 	// reasons, each once; eventTextIdx finds one.
 	eventTexts   []eventText
@@ -765,14 +765,17 @@ func (s *Server) Abort() {
 	s.events = newEventIndex(s)
 	// The events recorded compactly before Begin are not undone (a
 	// transaction records in full): their keys are indexed with the rest.
-	keys := slices.AppendSeq(slices.Collect(maps.Keys(s.objs["Event"])), maps.Keys(s.compact))
+	keys := slices.Collect(maps.Keys(s.objs["Event"]))
+	for c := range s.compact.all {
+		keys = append(keys, c.key)
+	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		if o, ok := s.objs["Event"][k]; ok {
 			s.events.set(eventKey(o.(*corev1.Event)), k)
 		} else {
-			c := s.compact[k]
-			s.events.set(s.dedup(&c, k), k)
+			c, _ := s.compact.find(k)
+			s.events.set(s.dedup(c), k)
 		}
 	}
 }

@@ -84,7 +84,7 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	h := s.events.hash(dk)
 	name, ok, slotFree := s.events.findAt(h, dk)
 	if ok {
-		if _, pending := s.compact[name]; pending {
+		if _, pending := s.compact.find(name); pending {
 			s.expandEvents() // a repeat: written as an update, in full
 		}
 		if o, ok := s.objs["Event"][name]; ok {
@@ -110,9 +110,12 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 			b = append(b, '0')
 		}
 	}
+	var kh uint64 // b's hash in the compact store, and whether no key holds it
+	var khFree bool
 	for {
 		if _, taken := s.objs["Event"][string(b)]; !taken {
-			if _, taken := s.compact[string(b)]; !taken {
+			var c *compactEvent
+			if c, kh, khFree = s.compact.lookup(b); c == nil {
 				break
 			}
 		}
@@ -127,19 +130,19 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		s.keyBuf = b
 		kk := string(b)
 		if text, ok := s.eventTextOf(eventText{kind, eventType, component, reason}); ok && isDNSSubdomain(kk[len(ns)+1:]) {
-			if s.compact == nil {
-				s.compact = map[string]compactEvent{}
+			if s.compact.hash == nil {
+				s.compact = newCompactStore()
 			}
 			s.made = madeIDs{}
 			s.uids++
 			s.rev++
-			c := compactEvent{at: now.Time, name: obj.GetName(), rv: obj.GetResourceVersion(), uid: obj.GetUID(), msg: message,
+			c := compactEvent{at: now.Time, key: kk, name: obj.GetName(), rv: obj.GetResourceVersion(), uid: obj.GetUID(), msg: message,
 				uidN: s.uids, rev: s.rev, text: text, cluster: obj.GetNamespace() == ""}
 			if created := s.Now(); created != now.Time {
 				c.created = new(time.Time) // only here: &created would move every created to the heap
 				*c.created = created
 			}
-			s.compact[kk] = c
+			s.compact.add(c, kh, khFree)
 			s.events.setAt(h, dk, kk, slotFree)
 			s.evTaken = evTaken{base: kk[:base], n: klen - base + 1, rev: s.rev}
 			return
@@ -211,8 +214,8 @@ func (x *eventIndex) holds(k string, dk eventDedup) bool {
 	if o, ok := x.s.objs["Event"][k]; ok {
 		return eventKey(o.(*corev1.Event)) == dk
 	}
-	c, ok := x.s.compact[k]
-	return ok && x.s.dedup(&c, k) == dk
+	c, ok := x.s.compact.find(k)
+	return ok && x.s.dedup(c) == dk
 }
 
 // heldByOther reports whether the stored event under key k has a dedup
@@ -221,8 +224,8 @@ func (x *eventIndex) heldByOther(k string, dk eventDedup) bool {
 	if o, ok := x.s.objs["Event"][k]; ok {
 		return eventKey(o.(*corev1.Event)) != dk
 	}
-	c, ok := x.s.compact[k]
-	return ok && x.s.dedup(&c, k) != dk
+	c, ok := x.s.compact.find(k)
+	return ok && x.s.dedup(c) != dk
 }
 
 // find returns the key of the event recorded for dk (one that may have
