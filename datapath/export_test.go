@@ -74,3 +74,18 @@ func Deferred(e *Engine) uint64 {
 	}
 	return n
 }
+
+// FlatTimers is the number of flattened timer refreshes (Flat.Timer: a
+// conntrack entry's, checked and refreshed without its stage) the
+// entries of ns's fast path hold.
+func FlatTimers(ns *Netns) int {
+	n := 0
+	if ns.fast != nil {
+		for _, e := range ns.fast.slots {
+			if e != nil {
+				n += len(e.timers)
+			}
+		}
+	}
+	return n
+}

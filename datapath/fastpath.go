@@ -209,6 +209,7 @@ const (
 	feNeighUse // a STALE neighbour's used time is now
 	feEncap    // VXLAN encapsulation toward an address
 	feMark     // the mark a flattened effect set (Flat.SetMark)
+	feCT       // the connection a flattened effect attached (Flat.SetCT)
 	// terminals
 	ftRx      // the frame is received by dev after delay
 	ftDeliver // the frame goes up to the namespace's sockets from dev
@@ -267,6 +268,8 @@ type fastEntry struct {
 	fx         []Effect
 	valid      []int32 // the effects whose Valid is asked (not AlwaysValid)
 	adds       []fastAdd
+	timers     []fastTimer
+	cts        []CTRef // feCT's connections
 	// deferred are increments applied pend times at once, when the
 	// engine settles its counters (Flat.Defer); listed says the entry
 	// is in Engine.deferred.
@@ -329,6 +332,15 @@ func vxlanCheck(v *VXLAN) fastVXLAN {
 type fastWord struct {
 	w *uint64
 	v uint64
+}
+
+// fastTimer holds while *status is st and *exp is later than the
+// current time, and sets *exp to the current time plus d (Flat.Timer).
+type fastTimer struct {
+	exp    *time.Duration
+	d      time.Duration
+	status *uint32
+	st     uint32
 }
 
 // fastAdd is *a += x, *b += y.
@@ -420,9 +432,35 @@ type EffectFlattener interface {
 // Flat takes one recording's flattened effects (EffectFlattener).
 type Flat struct {
 	e       *fastEntry
+	now     time.Duration
 	mark    uint32
 	markSet bool
+	ctSet   bool
+	ct      CTRef
 }
+
+// Now is the virtual time of the recorded walk (the time the effects
+// being flattened took place).
+func (f *Flat) Now() time.Duration { return f.now }
+
+// Timer makes the replay hold only while *status is st and *exp is later
+// than the current time, and set *exp to the current time plus d: a
+// connection tracked on use, its status and expiry checked and its
+// timeout refreshed (conntrack). The replay sets *exp with the other
+// effects' counter increments, before any transformation of the packet:
+// nothing that transforms one reads it.
+func (f *Flat) Timer(status *uint32, st uint32, exp *time.Duration, d time.Duration) {
+	f.e.timers = append(f.e.timers, fastTimer{exp: exp, d: d, status: status, st: st})
+}
+
+// Until makes the replay hold only before t: the time at which what the
+// effect does would change (a replied UDP flow turning into a stream).
+func (f *Flat) Until(t time.Duration) { f.e.deadline = min(f.e.deadline, t) }
+
+// SetCT records that the effect attaches the connection ct to the packet
+// (Packet.CT), for a stage applied after it that could read it (the
+// packet leaves with the recorded metadata anyway).
+func (f *Flat) SetCT(ct CTRef) { f.ct, f.ctSet = ct, true }
 
 // Add makes the replay do *a += x, *b += y.
 func (f *Flat) Add(a *uint64, x uint64, b *uint64, y uint64) { f.e.add(a, x, b, y) }
@@ -658,9 +696,10 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 	e.ipSum = ipSumOf(&k.hdr)
 	e.nss, e.neighs, e.segs, e.vxs, e.words = e.nss[:0], e.neighs[:0], e.segs[:0], e.vxs[:0], e.words[:0]
 	e.fx, e.valid, e.adds, e.xf, e.deferred = e.fx[:0], e.valid[:0], e.adds[:0], e.xf[:0], e.deferred[:0]
+	e.timers, e.cts = e.timers[:0], e.cts[:0]
 	e.enc = r.enc
 	flat := &r.flat
-	*flat = Flat{e: e}
+	*flat = Flat{e: e, now: w.e.now}
 	for i := range r.ops[:r.n] {
 		o := &r.ops[i]
 		switch o.kind {
@@ -704,6 +743,12 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 				// This stage could read the mark a flattened one set.
 				e.xf = append(e.xf, fastXf{kind: feMark, mark: flat.mark})
 				flat.markSet = false
+			}
+			if flat.ctSet {
+				// Or the connection a flattened one attached.
+				e.xf = append(e.xf, fastXf{kind: feCT, i: int32(len(e.cts))})
+				e.cts = append(e.cts, flat.ct)
+				flat.ctSet = false
 			}
 			if _, ok := o.fx.R.(AlwaysValid); !ok {
 				e.valid = append(e.valid, int32(len(e.fx)))
@@ -869,6 +914,12 @@ func (e *fastEntry) holds(w *Walk, h2, h3 uint64) bool {
 			return false
 		}
 	}
+	timers := e.timers
+	for i := range timers {
+		if c := &timers[i]; *c.status != c.st || *c.exp <= w.e.now {
+			return false
+		}
+	}
 	vxs := e.vxs
 	for i := range vxs {
 		// vxlanCheck(c.vx) != *c, field by field: inline, where the
@@ -975,6 +1026,11 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 			*a.a += a.x
 			*a.b += a.y
 		}
+		timers := e.timers
+		for i := range timers {
+			c := &timers[i]
+			*c.exp = now + c.d
+		}
 		if len(e.deferred) != 0 {
 			if !e.listed {
 				e.listed = true
@@ -994,6 +1050,8 @@ func (w *Walk) fastRun(e *fastEntry, p *Packet) {
 				decTTL(p.IPv4())
 			case feMark:
 				p.Mark = o.mark
+			case feCT:
+				p.CT = e.cts[o.i]
 			case feFDBTouch:
 				o.fe.updated = now
 			case feNeighUse:

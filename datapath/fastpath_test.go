@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
+	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/datapath/route"
 	"github.com/kubewalk/kubewalk/datapath/trace"
@@ -124,6 +125,34 @@ func (flipperOff) Apply(*datapath.Walk, *datapath.Packet, *datapath.Effect) {}
 
 func (flipperOff) BytesKept() {}
 
+// ctLog is a hook stage that logs the connection attached to every
+// packet it sees and its direction, the fast path's replays included:
+// after conntrack, it reads what a flattened conntrack effect attaches
+// (datapath.Flat.SetCT).
+type ctLog struct {
+	ns  *datapath.Netns
+	log *[]string
+}
+
+func (l ctLog) Process(w *datapath.Walk, p *datapath.Packet) datapath.Verdict {
+	s := "none"
+	if e, ok := p.CT.Entry.(*conntrack.Entry); ok {
+		s = fmt.Sprintf("%d %s reply %v", e.ID, e.Orig, p.CT.Reply)
+	}
+	*l.log = append(*l.log, fmt.Sprintf("%v %s/%s POSTROUTING ct %s", w.Now(), l.ns.Node, l.ns.Name, s))
+	return datapath.VerdictContinue
+}
+
+func (l ctLog) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Verdict, datapath.Effect, bool) {
+	return l.Process(w, p), datapath.Effect{R: l}, true
+}
+
+func (ctLog) Valid(*datapath.Walk, *datapath.Effect) bool { return true }
+
+func (l ctLog) Apply(w *datapath.Walk, p *datapath.Packet, _ *datapath.Effect) { l.Process(w, p) }
+
+func (ctLog) BytesKept() {}
+
 // stepTimer is a timer a step schedules.
 type stepTimer func(w *datapath.Walk)
 
@@ -144,6 +173,7 @@ func newFastWorld(t *testing.T, fast bool) *fastWorld {
 	}
 	r.W1.Host.AddHookStage(datapath.Postrouting, "flip", 1000, flipper{&w.flip[0], &w.flips[0]})
 	r.W2.Host.AddHookStage(datapath.Prerouting, "flip", -999, flipper{&w.flip[1], &w.flips[1]})
+	r.W2.Host.AddHookStage(datapath.Postrouting, "ctlog", 1000, ctLog{r.W2.Host, &w.delivered})
 	_, err = r.Web1.Netns.ListenUDP(9000, false)
 	require.NoError(t, err)
 	_, err = r.Web2.Netns.ListenUDP(9000, true)
@@ -304,6 +334,20 @@ func TestFastPathEquivalence(t *testing.T) {
 			}
 		}}
 	}
+	// timers makes s require, in the fast world, that both nodes' fast
+	// paths hold conntrack refreshes flattened (Flat.Timer) and replayed
+	// some event.
+	timers := func(s fastStep) fastStep {
+		return fastStep{s.name + " (conntrack flattened)", func(t *testing.T, w *fastWorld) {
+			h := w.hits()
+			s.do(t, w)
+			if w.fast {
+				require.Greater(t, w.hits(), h, "replays")
+				require.Positive(t, datapath.FlatTimers(w.r.W1.Host), "cka-w1's flattened conntrack refreshes")
+				require.Positive(t, datapath.FlatTimers(w.r.W2.Host), "cka-w2's flattened conntrack refreshes")
+			}
+		}}
+	}
 	steps := []fastStep{
 		dial("clusterip", client, func(w *fastWorld) netip.Addr { return w.r.Web.ClusterIP() }, 40000, 80),
 		write("clusterip", 20, false),
@@ -347,7 +391,7 @@ func TestFastPathEquivalence(t *testing.T) {
 		dial("nodeport", outside, func(w *fastWorld) netip.Addr { return w.r.W1.InternalIP }, 41000, scenarios.WebNodePort),
 		write("nodeport", 20, false),
 		udp("udp same node", web1, 42000, 20),
-		across(udp("udp cross node with echoes", web2, 42001, 20)),
+		timers(across(udp("udp cross node with echoes", web2, 42001, 20))),
 		write("clusterip", 3, true),
 		write("clusterip", 10, false),
 		advance(31 * time.Second), // neighbours turn STALE on use

@@ -80,13 +80,60 @@ func (s *inStage) ProcessFast(w *datapath.Walk, p *datapath.Packet) (datapath.Ve
 // expiry and, for a replied UDP flow not yet ASSURED, its turn to a
 // stream.
 func (s *inStage) Valid(w *datapath.Walk, fx *datapath.Effect) bool {
-	e := fx.Ref.(*Entry)
+	return s.valid(fx.Ref.(*Entry), fx, w.Now())
+}
+
+func (s *inStage) valid(e *Entry, fx *datapath.Effect, now time.Duration) bool {
 	if e.Status != Status(fx.N) || e.TCPState != TCPState(fx.M) || e.t != s.t {
 		return false
 	}
-	now := w.Now()
 	return e.expires > now && (e.Orig.Proto != datapath.ProtoUDP ||
 		e.Status&(StatusSeenReply|StatusAssured) != StatusSeenReply || now <= e.streamTS)
+}
+
+// Flatten hands the fast path what Apply repeats for a connection whose
+// timeout refresh depends on nothing but the time (UDP, ICMP and the
+// generic tracker: TCP and SCTP are asked Valid and applied): Valid's
+// checks as one timer (the status and the expiry; only TCP tracking
+// writes a TCP state, so these connections' stays TCPNone, and the
+// entry's table is set when it is created and an entry is never reused,
+// newEntry),
+// the timeout the refresh sets it to (the table's timeouts are set when it
+// is made), the moment that timeout would change (a replied UDP flow not
+// yet past its stream time, Valid's last test), the lookup counted as
+// found, and the connection attached.
+func (s *inStage) Flatten(fx *datapath.Effect, f *datapath.Flat) bool {
+	e := fx.Ref.(*Entry)
+	now := f.Now()
+	if !s.valid(e, fx, now) {
+		return false
+	}
+	to := &s.t.to
+	var d time.Duration
+	switch e.Orig.Proto {
+	case datapath.ProtoTCP, datapath.ProtoSCTP:
+		return false
+	case datapath.ProtoUDP:
+		// udpPacket: a replied flow past its stream time (valid: ASSURED
+		// already) gets the stream timeout, for good (the time only
+		// moves later); before it, the unreplied timeout, until then.
+		d = to.UDP
+		if e.Status&StatusSeenReply != 0 {
+			if now > e.streamTS {
+				d = to.UDPStream
+			} else {
+				f.Until(e.streamTS + 1)
+			}
+		}
+	case datapath.ProtoICMP:
+		d = to.ICMP
+	default:
+		d = to.Generic
+	}
+	f.Timer((*uint32)(&e.Status), uint32(fx.N), &e.expires, d)
+	f.Add(&s.t.Stats.Found, 1, &s.t.Stats.Found, 0)
+	f.SetCT(datapath.CTRef{Entry: e, Reply: fx.B})
+	return true
 }
 
 // BytesKept tells the fast path that tracking changes no byte of the
