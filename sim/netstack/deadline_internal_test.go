@@ -142,3 +142,79 @@ func TestPastDeadlineNoYieldRound(t *testing.T) {
 	require.Equal(t, uint64(1), plain, "a call gets one yield round")
 	require.Equal(t, plain, past, "a deadline set in the past adds no yield round")
 }
+
+// TestClearDeadlineWithoutLock: clearing a deadline that is not set (net/http's
+// server does so about four times per request) takes no world lock and
+// changes nothing, and clearing one that is armed or has passed, by a
+// deadline in the past or by virtual time, still clears it: a read after
+// it waits for data instead of timing out.
+func TestClearDeadlineWithoutLock(t *testing.T) {
+	r, ln, conn := dialWeb2(t)
+	var accepted net.Conn
+	require.NoError(t, Do(r.World, func() { accepted, _ = ln.Accept() }))
+	require.NotNil(t, accepted)
+	defer accepted.Close()
+	c := conn.(*TCPConn)
+	d := c.s.d
+
+	// Not set: cleared while another holds the world lock (which a
+	// call taking it would wait for).
+	d.mu.Lock()
+	cleared := make(chan error, 1)
+	go func() {
+		err := conn.SetReadDeadline(time.Time{})
+		if err == nil {
+			err = conn.SetWriteDeadline(time.Time{})
+		}
+		if err == nil {
+			err = conn.SetDeadline(time.Time{})
+		}
+		cleared <- err
+	}()
+	var err error
+	waited := false
+	select {
+	case err = <-cleared:
+	case <-time.After(10 * time.Second):
+		waited = true
+	}
+	d.mu.Unlock()
+	require.False(t, waited, "clearing an unset deadline waited for the world lock")
+	require.NoError(t, err)
+
+	buf := make([]byte, 2)
+	readAfter := func(set func()) {
+		t.Helper()
+		set()
+		require.NoError(t, conn.SetReadDeadline(time.Time{}))
+		require.False(t, c.rd.active.Load())
+		_, err := accepted.Write([]byte("ok"))
+		require.NoError(t, err)
+		n, err := conn.Read(buf)
+		require.NoError(t, err, "the cleared deadline does not cut the read short")
+		require.Equal(t, "ok", string(buf[:n]))
+	}
+	// Passed by being set in the past.
+	readAfter(func() {
+		require.NoError(t, conn.SetReadDeadline(time.Unix(1, 0)))
+		require.True(t, c.rd.active.Load())
+		_, err := conn.Read(buf)
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	})
+	// Passed in virtual time while a read waited.
+	readAfter(func() {
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Second)))
+		_, err := conn.Read(buf)
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+		require.True(t, c.rd.active.Load())
+	})
+	// Armed and not passed.
+	readAfter(func() {
+		require.NoError(t, conn.SetDeadline(time.Now().Add(time.Hour)))
+		require.True(t, c.rd.active.Load())
+		require.True(t, c.wd.active.Load())
+	})
+	// The write deadline set just now is cleared by the lock path too.
+	require.NoError(t, conn.SetWriteDeadline(time.Time{}))
+	require.False(t, c.wd.active.Load())
+}

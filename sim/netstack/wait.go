@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"os"
+	"sync/atomic"
 	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -24,6 +25,12 @@ type deadline struct {
 	// every request). A deadline set while a call is blocked wakes it
 	// when it passes.
 	slots []*waitSlot
+	// active is set while the deadline is armed or has passed (written
+	// under the world lock, read without it): clearing a deadline that is
+	// not active changes nothing, so sock's setters skip the world lock
+	// for it (net/http's server clears the read deadline of a connection
+	// about four times per request).
+	active atomic.Bool
 }
 
 // set arms the deadline. Called with d.mu held.
@@ -32,6 +39,7 @@ func (dl *deadline) set(d *driver, at time.Time) {
 		dl.t.Stop()
 	}
 	dl.expired = false
+	dl.active.Store(false)
 	if at.IsZero() {
 		return
 	}
@@ -46,6 +54,7 @@ func (dl *deadline) set(d *driver, at time.Time) {
 // setAfter arms the deadline to pass after in of virtual time.
 func (dl *deadline) setAfter(d *driver, in time.Duration) {
 	dl.expired = false
+	dl.active.Store(true)
 	if dl.t == nil {
 		dl.t = &vtimer{d: d, f: dl.expire}
 	}
@@ -64,6 +73,7 @@ func (dl *deadline) expire() {
 		return
 	}
 	dl.expired = true
+	dl.active.Store(true)
 	for _, ws := range dl.slots {
 		ws.notify()
 	}
@@ -91,6 +101,20 @@ func (dl *deadline) remove(ws *waitSlot) {
 }
 
 func (dl *deadline) passed() bool { return dl != nil && dl.expired }
+
+// stop disarms the deadline's timer, leaving a passed deadline passed.
+// Called with d.mu held.
+func (dl *deadline) stop() {
+	if dl.t != nil {
+		dl.t.Stop()
+	}
+	dl.active.Store(dl.expired)
+}
+
+// clearIsNoop reports, without the world lock, whether setting the
+// deadline to at would change nothing: at is the zero time and the
+// deadline is neither armed nor passed.
+func (dl *deadline) clearIsNoop(at time.Time) bool { return at.IsZero() && !dl.active.Load() }
 
 func isClosed(c <-chan struct{}) bool {
 	if c == nil {
