@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -110,5 +112,98 @@ func TestPeekByIndexFunc(t *testing.T) {
 		stored, _ := s.Peek("Pod", "default", o.GetName())
 		require.Same(t, stored, o)
 		require.NotSame(t, stored, copied[i])
+	}
+}
+
+// The Pod label index made by addPodLabels, and left as it is by a write
+// of the same namespace and labels, is the one podLabelValues gives
+// through indexAdd and reindex: over random pods (several labels,
+// namespaces, values shared or not) created before and after the index
+// is built, relabelled, status-written and deleted, both servers'
+// indexes hold the same values and keys at every step, and the own ways
+// were taken.
+func TestPodLabelIndexIsTheFunctions(t *testing.T) {
+	own, generic := newServer(t), newServer(t)
+	generic.AddIndex("Pod", IndexLabel, podLabelValues) // the same function, through indexAdd
+	require.True(t, own.podLabels)
+	require.False(t, generic.podLabels)
+	for _, s := range []*Server{own, generic} {
+		_, err := s.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}})
+		require.NoError(t, err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	labels := func() map[string]string {
+		m := map[string]string{}
+		for range rng.IntN(4) {
+			m[[]string{"app", "group", "example.com/tier", "a"}[rng.IntN(4)]] = fmt.Sprint(rng.IntN(5))
+		}
+		return m
+	}
+	steps := 0
+	for i := range 400 {
+		ns := []string{"default", "shop"}[rng.IntN(2)]
+		name := fmt.Sprint("p", rng.IntN(40))
+		lab := labels()
+		op := rng.IntN(4)
+		for _, s := range []*Server{own, generic} {
+			o, ok := s.Peek("Pod", ns, name)
+			switch {
+			case !ok:
+				require.NoError(t, s.Submit(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lab},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}}))
+			case op == 0:
+				require.NoError(t, s.DeleteNow("Pod", ns, name))
+			case op == 1:
+				// A status write: the same labels, the index kept as it is.
+				c := o.DeepCopyObject().(*corev1.Pod)
+				c.Status.Phase = corev1.PodRunning
+				require.NoError(t, s.WriteStatus(c))
+			default:
+				c := o.DeepCopyObject().(Object)
+				c.SetLabels(lab)
+				_, err := s.Update(c)
+				require.NoError(t, err)
+			}
+			if i == 100 {
+				s.CountByIndex("Pod", IndexLabel, "x") // built from the pods so far
+			}
+		}
+		if i >= 100 {
+			require.Equal(t, generic.indexes["Pod"][IndexLabel], own.indexes["Pod"][IndexLabel], "step %d", i)
+			steps++
+		}
+	}
+	require.NotEmpty(t, own.indexes["Pod"][IndexLabel])
+	require.Equal(t, 300, steps)
+	require.Positive(t, own.labelsKept, "status writes left the own index as it was")
+	require.Zero(t, generic.labelsKept)
+}
+
+// BenchmarkPodLabelIndexBuild builds the Pod label index from 30,000
+// stored pods sharing each value three by three, as the first Service's
+// slices do in bench/scale (there from 150,000).
+func BenchmarkPodLabelIndexBuild(b *testing.B) {
+	for _, own := range []bool{false, true} {
+		b.Run(fmt.Sprint("own=", own), func(b *testing.B) {
+			s, err := New(Config{}, func() time.Time { return Epoch }, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !own {
+				s.AddIndex("Pod", IndexLabel, podLabelValues)
+			}
+			for i := range 30000 {
+				if err := s.Submit(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%06d", i), Namespace: "default",
+					Labels: map[string]string{"group": fmt.Sprint(i / 3)}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				delete(s.indexes["Pod"], IndexLabel)
+				s.CountByIndex("Pod", IndexLabel, "x")
+			}
+		})
 	}
 }

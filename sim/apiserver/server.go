@@ -62,8 +62,14 @@ type Server struct {
 	events   *eventIndex                                          // event dedup key → event key
 
 	tx *txn // open transaction, if any
-	// keyBuf is scratch space for keys looked up without being kept.
-	keyBuf []byte
+	// keyBuf is scratch space for keys looked up without being kept;
+	// idxBuf for index values (addPodLabels).
+	keyBuf, idxBuf []byte
+	// podLabels: the Pod label index is initIndexes' own (podLabelValues).
+	// labelsKept counts the writes that left it as it was (same
+	// namespace and labels), for tests.
+	podLabels  bool
+	labelsKept int
 	// copyAll: DisableSharing was called.
 	copyAll bool
 	// evTaken is the names the last Record found taken.

@@ -43,6 +43,10 @@ func NewEndpointSlices(api *apiserver.Server, eng *datapath.Engine) *EndpointSli
 	c := &EndpointSlices{api: api, members: map[string][]string{}}
 	c.Queue = NewQueue(eng, "endpointslice-controller", 0, c.reconcile)
 	api.AddIndex("Service", indexSelector, selectorIndex)
+	// The pods by label are what every Service's slices are computed
+	// from: indexed as each pod is written (a status write leaves the
+	// index as it is), not from every pod when the first Service comes.
+	api.BuildIndex("Pod", apiserver.IndexLabel)
 	api.WatchReadOnly("Service", func(ev watch.Event) {
 		s := ev.Object.(*corev1.Service)
 		c.Queue.Add(Key(s.Namespace, s.Name))
