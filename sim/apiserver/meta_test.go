@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -47,7 +48,7 @@ func TestPlainMetaIsValid(t *testing.T) {
 		return string(w)
 	}
 	kinds := []string{"Pod", "Event", "Node", "Service", "Namespace", "EndpointSlice", "ConfigMap"}
-	plain, prefixed, annotated := 0, 0, 0
+	plain, prefixed, annotated, generated, owned := 0, 0, 0, 0, 0
 	for range 20000 {
 		kk, _ := LookupKind(kinds[rng.IntN(len(kinds))])
 		meta := metav1.ObjectMeta{Name: word(), Namespace: word()}
@@ -81,9 +82,36 @@ func TestPlainMetaIsValid(t *testing.T) {
 		if rng.IntN(20) == 0 {
 			meta.Generation = -1
 		}
+		if rng.IntN(4) == 0 {
+			// A generateName from the edges, with a trailing dash
+			// mostly (the mask replaces the last two characters).
+			meta.GenerateName = []string{prefix(), prefix() + "-", word() + "-", "-", "a-", "a.-", "a--", "-a-", ""}[rng.IntN(9)]
+			if rng.IntN(3) == 0 {
+				meta.GenerateName = strings.Repeat("a", 250+rng.IntN(6)) + "-"
+			}
+		}
+		if rng.IntN(4) == 0 {
+			pick := func(vs ...string) string { return vs[rng.IntN(len(vs))] }
+			yes, no := true, false
+			for range 1 + rng.IntN(2) {
+				r := metav1.OwnerReference{APIVersion: pick("v1", "apps/v1", "/", "apps/", "/v1", "a/b/c", "", "V1"),
+					Kind: pick("Service", "Event", "ReplicaSet", ""), Name: pick("web", ""), UID: types.UID(pick("u1", "")),
+					Controller: []*bool{nil, &yes, &no}[rng.IntN(3)]}
+				if rng.IntN(2) == 0 { // mostly complete: the apiVersion, kind and controllers decide
+					r.Name, r.UID = "web", "u1"
+				}
+				meta.OwnerReferences = append(meta.OwnerReferences, r)
+			}
+		}
 		obj := &corev1.Pod{ObjectMeta: meta}
 		if plainMeta(kk, obj) {
 			plain++
+			if meta.GenerateName != "" {
+				generated++
+			}
+			if len(meta.OwnerReferences) > 0 {
+				owned++
+			}
 			for k := range meta.Labels {
 				if strings.Contains(k, "/") {
 					prefixed++
@@ -98,6 +126,29 @@ func TestPlainMetaIsValid(t *testing.T) {
 	require.Greater(t, plain, 50, "the plain path is taken")
 	require.Greater(t, prefixed, 5, "with prefixed label keys")
 	require.Greater(t, annotated, 5, "with annotations")
+	require.Greater(t, generated, 50, "with a generateName")
+	require.Greater(t, owned, 20, "with owner references")
+	// An EndpointSlice as the controller writes it takes the plain path;
+	// a second controller, a v1 Event owner or an unparsable apiVersion
+	// do not.
+	slice, _ := LookupKind("EndpointSlice")
+	yes := true
+	es := metav1.ObjectMeta{Name: "web-x7k2p", GenerateName: "web-", Namespace: "default",
+		Labels:          map[string]string{"kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: "u1", Controller: &yes, BlockOwnerDeletion: &yes}}}
+	require.True(t, plainMeta(slice, &corev1.Pod{ObjectMeta: es}))
+	require.Empty(t, validateMetaFull(slice, &corev1.Pod{ObjectMeta: es}))
+	for _, refs := range [][]metav1.OwnerReference{
+		{es.OwnerReferences[0], {APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "u2", Controller: &yes}},
+		{{APIVersion: "v1", Kind: "Event", Name: "web", UID: "u1"}},
+		{{APIVersion: "a/b/c", Kind: "Service", Name: "web", UID: "u1"}},
+		{{APIVersion: "apps/", Kind: "Service", Name: "web", UID: "u1"}},
+	} {
+		m := es
+		m.OwnerReferences = refs
+		require.False(t, plainMeta(slice, &corev1.Pod{ObjectMeta: m}), "%+v", refs)
+		require.NotEmpty(t, validateMetaFull(slice, &corev1.Pod{ObjectMeta: m}), "%+v", refs)
+	}
 	pod, _ := LookupKind("Pod")
 	require.True(t, plainMeta(pod, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pod-000001", Namespace: "scale",
 		Labels: map[string]string{"group": "17", "app.kubernetes.io_x": "A-b.c"}}}))
@@ -125,6 +176,8 @@ func TestPlainMetaIsValid(t *testing.T) {
 		{Name: "web", Namespace: "default", Annotations: map[string]string{"a": strings.Repeat("x", 256<<10)}},
 		{Name: "web", Namespace: "default", Finalizers: []string{"x"}},
 		{GenerateName: "web-", Namespace: "default"},
+		{Name: "web-x", GenerateName: "-", Namespace: "default"},
+		{Name: "web-x", GenerateName: "Web-", Namespace: "default"},
 	} {
 		require.False(t, plainMeta(pod, &corev1.Pod{ObjectMeta: m}), "%+v goes through the full validation", m)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -93,12 +94,22 @@ func validateMetaFull(k Kind, obj Object) field.ErrorList {
 // kinds named so), a DNS-1123 label namespace where one is required, label
 // and annotation keys that are qualified names (an optional DNS-1123
 // subdomain prefix and '/', then a name), label values of the label
-// rule, annotations within the total size limit, and no generateName,
-// owner references, finalizers or managed fields. Anything else goes
-// through the full validation, which also words the errors.
+// rule, annotations within the total size limit, a generateName that is
+// a DNS-1123 subdomain once its trailing dash is masked (plainGenerateName),
+// owner references that name an apiVersion of at most one '/' with a
+// version, a kind, a name and a UID, none a v1 Event and at most one the
+// controller (as ValidateOwnerReferences asks), and no finalizers or
+// managed fields. Anything else goes through the full validation, which
+// also words the errors.
 func plainMeta(k Kind, obj Object) bool {
-	if strategies[k.Name].name != nil || obj.GetGenerateName() != "" || obj.GetGeneration() < 0 ||
-		len(obj.GetOwnerReferences()) > 0 || len(obj.GetFinalizers()) > 0 || len(obj.GetManagedFields()) > 0 {
+	if strategies[k.Name].name != nil || obj.GetGeneration() < 0 ||
+		len(obj.GetFinalizers()) > 0 || len(obj.GetManagedFields()) > 0 {
+		return false
+	}
+	if g := obj.GetGenerateName(); g != "" && !plainGenerateName(g) {
+		return false
+	}
+	if refs := obj.GetOwnerReferences(); len(refs) > 0 && !plainOwners(refs) {
 		return false
 	}
 	if !isDNSSubdomain(obj.GetName()) {
@@ -122,6 +133,46 @@ func plainMeta(k Kind, obj Object) bool {
 		size += len(key) + len(v)
 	}
 	return size <= apimachineryvalidation.TotalAnnotationSizeLimitB
+}
+
+// plainGenerateName is NameIsDNSSubdomain's test of a generateName (a
+// prefix): with a trailing dash and more before it, the last two
+// characters are replaced by "a" (maskTrailingDash), and the result must
+// be a DNS-1123 subdomain.
+func plainGenerateName(g string) bool {
+	if len(g) > 1 && g[len(g)-1] == '-' {
+		if len(g)-1 > 253 {
+			return false
+		}
+		var buf [253]byte
+		b := append(append(buf[:0], g[:len(g)-2]...), 'a')
+		return isDNSSubdomain(unsafe.String(&b[0], len(b)))
+	}
+	return isDNSSubdomain(g)
+}
+
+// plainOwners reports whether ValidateOwnerReferences accepts refs for
+// certain: each has an apiVersion that parses as a group version with a
+// version (at most one '/'), a kind, a name and a UID, is not a v1 Event
+// (BannedOwners), and at most one is the controller.
+func plainOwners(refs []metav1.OwnerReference) bool {
+	controllers := 0
+	for _, r := range refs {
+		if r.APIVersion == "" || r.Kind == "" || r.Name == "" || r.UID == "" {
+			return false
+		}
+		group, version := "", r.APIVersion
+		if i := strings.IndexByte(version, '/'); i >= 0 {
+			group, version = version[:i], version[i+1:]
+		}
+		if version == "" || strings.IndexByte(version, '/') >= 0 || (group == "" && version == "v1" && r.Kind == "Event") {
+			return false
+		}
+		if r.Controller != nil && *r.Controller {
+			controllers++
+		}
+	}
+	return controllers <= 1
 }
 
 // isQualifiedName is IsQualifiedName's test (a label key): a name of the
@@ -160,12 +211,16 @@ func isDNSSubdomain(s string) bool {
 	if len(s) == 0 || len(s) > 253 {
 		return false
 	}
-	for part := range strings.SplitSeq(s, ".") {
-		if !isDNSLabel(part) {
+	for {
+		i := strings.IndexByte(s, '.')
+		if i < 0 {
+			return isDNSLabel(s)
+		}
+		if !isDNSLabel(s[:i]) {
 			return false
 		}
+		s = s[i+1:]
 	}
-	return true
 }
 
 // isLabelValue is the test of a label value, and of a label key without
