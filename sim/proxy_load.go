@@ -555,6 +555,9 @@ type proxyTrack struct {
 	// patchedSnaps counts the snapshots patched (for tests).
 	snapIdx      map[*kubeproxy.Service]*snapIndex
 	patchedSnaps int
+	// sharedServices counts the patched snapshots that share the
+	// Services of the one before (for tests).
+	sharedServices int
 	// canonLoads counts the syncs that loaded canon's rulesets, and
 	// outOfStep those of nodes that synced last at another generation
 	// than the rulesets before (for tests).
@@ -596,9 +599,29 @@ func (c *Cluster) proxySliceOf(es *discoveryv1.EndpointSlice) kubeproxy.Endpoint
 // proxyTracker returns the cluster's proxyTrack.
 func (c *Cluster) proxyTracker() *proxyTrack {
 	if c.proxyTrack == nil {
-		c.proxyTrack = &proxyTrack{tracker: kubeproxy.Tracker{AnyNode: true}}
+		pt := &proxyTrack{tracker: kubeproxy.Tracker{AnyNode: true}}
+		pt.tracker.Index = pt.place
+		c.proxyTrack = pt
 	}
 	return c.proxyTrack
+}
+
+// place is the tracker's Index: where Service namespace/name's entries
+// are in snap, from the snapshot's index (snapshot() lists each Service
+// once, its EndpointSlices one after another, and a patched snapshot
+// keeps the places).
+func (pt *proxyTrack) place(snap kubeproxy.Snapshot, namespace, name string) (svc, first, n int, ok bool) {
+	idx := pt.indexOf(snap)
+	if idx == nil {
+		return 0, 0, 0, false
+	}
+	k := namespace + "/" + name
+	svc, found := idx.svc[k]
+	if !found {
+		svc = -1
+	}
+	r := idx.slices[k]
+	return svc, r[0], r[1], true
 }
 
 // trackedProxyRules is kubeproxy.GeneratePartial(cfg, snap, write) (the

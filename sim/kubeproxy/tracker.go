@@ -24,6 +24,15 @@ type Tracker struct {
 	// (NodeName and NodeIPs ignored, no endpoint local): the text of a
 	// snapshot for which NodeIndependent holds, shared by every node.
 	AnyNode bool
+	// Index, when set, says where a Service's entries are in the
+	// snapshots Generate is given, so that a sync told which Services
+	// changed (since) reads their entries only, not every Service's:
+	// the place of Service namespace/name in snap.Services (-1: none)
+	// and of its EndpointSlices (n from first on), ok false when it does
+	// not know snap. The snapshots it knows hold each Service once and
+	// each Service's EndpointSlices one after another (as Snapshot
+	// lists them), so the answers are what a scan of snap would find.
+	Index func(snap Snapshot, namespace, name string) (svc, first, n int, ok bool)
 
 	ok       bool
 	cfg      Config // as generated with (AnyNode: without the node)
@@ -61,6 +70,50 @@ type Tracker struct {
 	// tests), runMade those that made it anew.
 	run              portRun
 	spliced, runMade int
+	// indexed counts the Generates that read the Services changed
+	// through Index (for tests).
+	indexed int
+}
+
+// changedPlaces is where the Services changed are in a snapshot, in its
+// order: their Services, and the ranges of their EndpointSlices.
+type changedPlaces struct {
+	svcs   []int
+	slices [][2]int // first, n
+}
+
+// locate finds the Services of keys in snap through t.Index; nil when it
+// does not know snap or an answer does not name the Service asked about
+// (the scan then finds them).
+func (t *Tracker) locate(snap Snapshot, keys map[nsName]bool) *changedPlaces {
+	if t.Index == nil {
+		return nil
+	}
+	pl := &changedPlaces{}
+	for k := range keys {
+		i, first, n, ok := t.Index(snap, k.namespace, k.name)
+		if !ok || i >= len(snap.Services) || first < 0 || n < 0 || first+n > len(snap.EndpointSlices) {
+			return nil
+		}
+		if i >= 0 {
+			if s := &snap.Services[i]; s.Namespace != k.namespace || s.Name != k.name {
+				return nil
+			}
+			pl.svcs = append(pl.svcs, i)
+		}
+		for j := first; j < first+n; j++ {
+			if es := &snap.EndpointSlices[j]; es.Namespace != k.namespace || es.ServiceName != k.name {
+				return nil
+			}
+		}
+		if n > 0 {
+			pl.slices = append(pl.slices, [2]int{first, n})
+		}
+	}
+	slices.Sort(pl.svcs)
+	slices.SortFunc(pl.slices, func(a, b [2]int) int { return a[0] - b[0] })
+	t.indexed++
+	return pl
 }
 
 // portRun is what the service ports write at every sync, in t.ports
@@ -159,7 +212,11 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 		}
 		return sinceKeys[nsName{ns, name}]
 	}
-	if err := t.validate(&cfg, snap, changed, since == nil); err != nil {
+	var pl *changedPlaces
+	if since != nil {
+		pl = t.locate(snap, sinceKeys)
+	}
+	if err := t.validate(&cfg, snap, changed, since == nil, pl); err != nil {
 		t.ok = false
 		return nil, err
 	}
@@ -168,7 +225,7 @@ func (t *Tracker) generate(cfg Config, snap Snapshot, since map[string]bool, wri
 	}
 	clear(t.old)
 	t.dirty, t.reshaped = t.dirty[:0], false
-	t.update(snap, changed, sinceKeys)
+	t.update(snap, changed, sinceKeys, pl)
 	g := newGenContextTotal(&t.cfg, t.total)
 	same := !t.reshaped && g.largeCluster == t.large
 	if g.largeCluster != t.large {
@@ -337,7 +394,7 @@ func (t *Tracker) spliceWriting(g *genContext, write map[string]bool) *Rules {
 
 // reset empties the tracker, for cfg.
 func (t *Tracker) reset(cfg Config) {
-	*t = Tracker{AnyNode: t.AnyNode, cfg: cfg, services: map[nsName]*trackedService{},
+	*t = Tracker{AnyNode: t.AnyNode, Index: t.Index, indexed: t.indexed, cfg: cfg, services: map[nsName]*trackedService{},
 		eps: map[svcPortKey][]*endpoint{}, frags: map[*svcPort]*portFrag{}}
 }
 
@@ -346,10 +403,27 @@ func (t *Tracker) reset(cfg Config) {
 // error. Unless all changed, only the Services changed are checked for
 // duplicates too: a Service whose name is taken twice differs from what
 // the last sync saw (one Service of that name), so it is among them, and
-// the unchanged ones were unique.
-func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name string) bool, all bool) error {
+// the unchanged ones were unique. With pl (where the Services changed
+// are, from Index: each is there once), only their entries are read, in
+// the snapshot's order.
+func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name string) bool, all bool, pl *changedPlaces) error {
 	if err := validateConfig(cfg); err != nil {
 		return err
+	}
+	if pl != nil && !all {
+		for _, i := range pl.svcs {
+			if err := validateService(cfg, &snap.Services[i]); err != nil {
+				return err
+			}
+		}
+		for _, r := range pl.slices {
+			for i := r[0]; i < r[0]+r[1]; i++ {
+				if err := validateSlice(&snap.EndpointSlices[i], i); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
 	if t.seen == nil || len(t.seen) > 2*len(snap.Services)+64 {
 		t.seen = make(map[nsName]uint64, len(snap.Services)) // (Services deleted are let go)
@@ -385,24 +459,39 @@ func (t *Tracker) validate(cfg *Config, snap Snapshot, changed func(ns, name str
 // update brings the service ports and endpoints of the Services changed
 // up to snap.
 //
-// keys, when not nil, are the Services changed (else every one is).
-func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool, keys map[nsName]bool) {
+// keys, when not nil, are the Services changed (else every one is); pl,
+// when not nil, is where they are in snap (only their entries are read).
+func (t *Tracker) update(snap Snapshot, changed func(ns, name string) bool, keys map[nsName]bool, pl *changedPlaces) {
 	// The Services changed, as they are now (nil: deleted, or slices
 	// without their Service).
 	now := map[nsName]*Service{}
-	for i := range snap.Services {
-		s := &snap.Services[i]
-		if changed(s.Namespace, s.Name) {
-			now[nsName{s.Namespace, s.Name}] = s
+	var slicesNow []EndpointSlice
+	addSlice := func(es *EndpointSlice) {
+		slicesNow = append(slicesNow, *es)
+		if k := (nsName{es.Namespace, es.ServiceName}); now[k] == nil {
+			now[k] = nil
 		}
 	}
-	var slicesNow []EndpointSlice
-	for i := range snap.EndpointSlices {
-		es := &snap.EndpointSlices[i]
-		if changed(es.Namespace, es.ServiceName) {
-			slicesNow = append(slicesNow, *es)
-			if k := (nsName{es.Namespace, es.ServiceName}); now[k] == nil {
-				now[k] = nil
+	if pl != nil && keys != nil {
+		for _, i := range pl.svcs {
+			s := &snap.Services[i]
+			now[nsName{s.Namespace, s.Name}] = s
+		}
+		for _, r := range pl.slices {
+			for i := r[0]; i < r[0]+r[1]; i++ {
+				addSlice(&snap.EndpointSlices[i])
+			}
+		}
+	} else {
+		for i := range snap.Services {
+			s := &snap.Services[i]
+			if changed(s.Namespace, s.Name) {
+				now[nsName{s.Namespace, s.Name}] = s
+			}
+		}
+		for i := range snap.EndpointSlices {
+			if es := &snap.EndpointSlices[i]; changed(es.Namespace, es.ServiceName) {
+				addSlice(es)
 			}
 		}
 	}

@@ -52,6 +52,33 @@ func changedBetween(a, b Snapshot) map[string]bool {
 	return out
 }
 
+// scanIndex is a Tracker's Index found by scanning snap: ok false when
+// the Service is there twice or its EndpointSlices are not one after
+// another (an Index does not answer for such a snapshot).
+func scanIndex(snap Snapshot, namespace, name string) (svc, first, n int, ok bool) {
+	svc = -1
+	for i := range snap.Services {
+		if s := &snap.Services[i]; s.Namespace == namespace && s.Name == name {
+			if svc >= 0 {
+				return 0, 0, 0, false
+			}
+			svc = i
+		}
+	}
+	for i := range snap.EndpointSlices {
+		if es := &snap.EndpointSlices[i]; es.Namespace == namespace && es.ServiceName == name {
+			if n > 0 && first+n != i {
+				return 0, 0, 0, false
+			}
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	return svc, first, n, true
+}
+
 // bigSnapshot is n ClusterIP Services of eps endpoints each.
 func bigSnapshot(n, eps int) Snapshot {
 	var snap Snapshot
@@ -74,10 +101,16 @@ func bigSnapshot(n, eps int) Snapshot {
 // errors), through Services added, deleted, changed, endpoints removed
 // and made terminating, the large-cluster mode switching on and off, and
 // an invalid snapshot in between.
+//
+// With an Index (indexed), the Services changed are read from their
+// places only, and everything is the same.
 func TestTrackerEqualsGenerate(t *testing.T) {
+	indexedRuns := 0
+	defer func() { assert.Positive(t, indexedRuns, "Generates that read the Services changed through Index") }()
 	for _, sc := range scenarios() {
-		for _, anyNode := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/anyNode=%v", sc.name, anyNode), func(t *testing.T) {
+		for _, mode := range []struct{ anyNode, indexed bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			anyNode := mode.anyNode
+			t.Run(fmt.Sprintf("%s/anyNode=%v/indexed=%v", sc.name, anyNode, mode.indexed), func(t *testing.T) {
 				steps := []Snapshot{sc.snap}
 				if len(sc.snap.Services) > 0 {
 					// The first Service deleted, then back.
@@ -99,6 +132,19 @@ func TestTrackerEqualsGenerate(t *testing.T) {
 					fewer.EndpointSlices = append(fewer.EndpointSlices, es)
 				}
 				steps = append(steps, fewer)
+				// Two slices with a loopback endpoint: the first one's
+				// error (the snapshot's order), then back.
+				if n := len(sc.snap.EndpointSlices); n > 0 {
+					bad := Snapshot{Services: sc.snap.Services}
+					for j, es := range sc.snap.EndpointSlices {
+						if j >= n-2 && len(es.Endpoints) > 0 {
+							es.Endpoints = append([]Endpoint(nil), es.Endpoints...)
+							es.Endpoints[0] = ep("127.0.0."+fmt.Sprint(j+1), es.Endpoints[0].NodeName)
+						}
+						bad.EndpointSlices = append(bad.EndpointSlices, es)
+					}
+					steps = append(steps, sc.snap, bad, sc.snap)
+				}
 				// A duplicate Service: the validation error, then back.
 				if len(sc.snap.Services) > 0 {
 					dup := Snapshot{Services: append(append([]Service(nil), sc.snap.Services...), sc.snap.Services[0]), EndpointSlices: sc.snap.EndpointSlices}
@@ -114,6 +160,10 @@ func TestTrackerEqualsGenerate(t *testing.T) {
 				steps = append(steps, Snapshot{})
 
 				tr := &Tracker{AnyNode: anyNode}
+				if mode.indexed {
+					tr.Index = scanIndex
+					defer func() { indexedRuns += tr.indexed }()
+				}
 				cfg := sc.cfg
 				want := cfg
 				if anyNode {
@@ -220,92 +270,99 @@ func TestStaleChains(t *testing.T) {
 // back, the large-cluster mode on and off, full syncs in between and
 // partial syncs writing every Service.
 func TestTrackerWritingEqualsGenerate(t *testing.T) {
-	hits, redescribed, spliced := 0, 0, 0
+	hits, redescribed, spliced, indexed := 0, 0, 0, 0
 	for n, sc := range scenarios() {
-		t.Run(sc.name, func(t *testing.T) {
-			drop := func(s Snapshot, f func(es *EndpointSlice)) Snapshot {
-				out := Snapshot{Services: s.Services}
-				for _, es := range s.EndpointSlices {
-					es.Endpoints = append([]Endpoint(nil), es.Endpoints...)
-					f(&es)
-					out.EndpointSlices = append(out.EndpointSlices, es)
-				}
-				return out
-			}
-			term := func(s Snapshot) Snapshot { // the first endpoint of each slice terminating
-				return drop(s, func(es *EndpointSlice) {
-					if len(es.Endpoints) > 0 {
-						e := es.Endpoints[0]
-						es.Endpoints[0] = terminating(e.Addresses[0].String(), e.NodeName, true)
+		for _, withIndex := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/indexed=%v", sc.name, withIndex), func(t *testing.T) {
+				drop := func(s Snapshot, f func(es *EndpointSlice)) Snapshot {
+					out := Snapshot{Services: s.Services}
+					for _, es := range s.EndpointSlices {
+						es.Endpoints = append([]Endpoint(nil), es.Endpoints...)
+						f(&es)
+						out.EndpointSlices = append(out.EndpointSlices, es)
 					}
-				})
-			}
-			gone := func(s Snapshot) Snapshot { // then gone
-				return drop(s, func(es *EndpointSlice) {
-					if len(es.Endpoints) > 0 {
-						es.Endpoints = es.Endpoints[1:]
+					return out
+				}
+				term := func(s Snapshot) Snapshot { // the first endpoint of each slice terminating
+					return drop(s, func(es *EndpointSlice) {
+						if len(es.Endpoints) > 0 {
+							e := es.Endpoints[0]
+							es.Endpoints[0] = terminating(e.Addresses[0].String(), e.NodeName, true)
+						}
+					})
+				}
+				gone := func(s Snapshot) Snapshot { // then gone
+					return drop(s, func(es *EndpointSlice) {
+						if len(es.Endpoints) > 0 {
+							es.Endpoints = es.Endpoints[1:]
+						}
+					})
+				}
+				big := bigSnapshot(334, 3)
+				big.Services = append(big.Services, sc.snap.Services...)
+				big.EndpointSlices = append(big.EndpointSlices, sc.snap.EndpointSlices...)
+				type step struct {
+					snap      Snapshot
+					full, all bool // a full sync; a partial one writing every Service
+				}
+				steps := []step{{snap: sc.snap, full: true}, {snap: term(sc.snap)}, {snap: gone(sc.snap)}, {snap: gone(sc.snap)},
+					{snap: sc.snap, full: true}}
+				if n < 3 { // (the large-cluster steps cost most)
+					steps = append(steps, step{snap: big}, step{snap: term(big)}, step{snap: gone(big)}, step{snap: gone(big), all: true},
+						step{snap: gone(big), all: true}, step{snap: sc.snap})
+				}
+				steps = append(steps, step{snap: sc.snap}, step{snap: term(sc.snap), all: true}, step{snap: gone(sc.snap), all: true},
+					step{snap: sc.snap, full: true}, step{snap: sc.snap, full: true})
+				if len(sc.snap.Services) > 0 {
+					steps = append(steps, step{snap: Snapshot{Services: sc.snap.Services[1:], EndpointSlices: sc.snap.EndpointSlices}}, step{snap: sc.snap})
+				}
+				tr := &Tracker{AnyNode: true}
+				if withIndex {
+					tr.Index = scanIndex
+				}
+				want := sc.cfg
+				want.NodeName, want.NodeIPs = "", nil
+				var last, lastExp *Rules
+				var prev Snapshot
+				for i, st := range steps {
+					var since map[string]bool
+					if i > 0 {
+						since = changedBetween(prev, st.snap)
 					}
-				})
-			}
-			big := bigSnapshot(334, 3)
-			big.Services = append(big.Services, sc.snap.Services...)
-			big.EndpointSlices = append(big.EndpointSlices, sc.snap.EndpointSlices...)
-			type step struct {
-				snap      Snapshot
-				full, all bool // a full sync; a partial one writing every Service
-			}
-			steps := []step{{snap: sc.snap, full: true}, {snap: term(sc.snap)}, {snap: gone(sc.snap)}, {snap: gone(sc.snap)},
-				{snap: sc.snap, full: true}}
-			if n < 3 { // (the large-cluster steps cost most)
-				steps = append(steps, step{snap: big}, step{snap: term(big)}, step{snap: gone(big)}, step{snap: gone(big), all: true},
-					step{snap: gone(big), all: true}, step{snap: sc.snap})
-			}
-			steps = append(steps, step{snap: sc.snap}, step{snap: term(sc.snap), all: true}, step{snap: gone(sc.snap), all: true},
-				step{snap: sc.snap, full: true}, step{snap: sc.snap, full: true})
-			if len(sc.snap.Services) > 0 {
-				steps = append(steps, step{snap: Snapshot{Services: sc.snap.Services[1:], EndpointSlices: sc.snap.EndpointSlices}}, step{snap: sc.snap})
-			}
-			tr := &Tracker{AnyNode: true}
-			want := sc.cfg
-			want.NodeName, want.NodeIPs = "", nil
-			var last, lastExp *Rules
-			var prev Snapshot
-			for i, st := range steps {
-				var since map[string]bool
-				if i > 0 {
-					since = changedBetween(prev, st.snap)
-				}
-				var got, exp *Rules
-				var gerr, eerr error
-				if st.full {
-					exp, eerr = Generate(want, st.snap)
-					got, gerr = tr.GenerateWriting(sc.cfg, st.snap, since, nil)
-				} else {
-					changed := changedBetween(prev, st.snap)
-					if st.all {
-						changed = changedBetween(Snapshot{}, st.snap)
+					var got, exp *Rules
+					var gerr, eerr error
+					if st.full {
+						exp, eerr = Generate(want, st.snap)
+						got, gerr = tr.GenerateWriting(sc.cfg, st.snap, since, nil)
+					} else {
+						changed := changedBetween(prev, st.snap)
+						if st.all {
+							changed = changedBetween(Snapshot{}, st.snap)
+						}
+						exp, eerr = GeneratePartial(want, st.snap, func(ns, name string) bool { return changed[ns+"/"+name] })
+						got, gerr = tr.GenerateWriting(sc.cfg, st.snap, since, changed)
 					}
-					exp, eerr = GeneratePartial(want, st.snap, func(ns, name string) bool { return changed[ns+"/"+name] })
-					got, gerr = tr.GenerateWriting(sc.cfg, st.snap, since, changed)
+					require.Equal(t, eerr, gerr, "step %d", i)
+					if eerr != nil {
+						last = nil
+						continue
+					}
+					require.Equal(t, exp.RestoreInput(), got.RestoreInput(), "step %d", i)
+					assert.Equal(t, exp, got, "step %d", i)
+					checkChainLines(t, exp, lastExp, fmt.Sprint("step ", i)) // (exp: StaleChains fills in what it finds)
+					lastExp = exp
+					if got == last {
+						hits++
+					}
+					last, prev = got, st.snap
 				}
-				require.Equal(t, eerr, gerr, "step %d", i)
-				if eerr != nil {
-					last = nil
-					continue
-				}
-				require.Equal(t, exp.RestoreInput(), got.RestoreInput(), "step %d", i)
-				assert.Equal(t, exp, got, "step %d", i)
-				checkChainLines(t, exp, lastExp, fmt.Sprint("step ", i)) // (exp: StaleChains fills in what it finds)
-				lastExp = exp
-				if got == last {
-					hits++
-				}
-				last, prev = got, st.snap
-			}
-			redescribed += tr.redescribed
-			spliced += tr.spliced
-		})
+				redescribed += tr.redescribed
+				spliced += tr.spliced
+				indexed += tr.indexed
+			})
+		}
 	}
+	assert.Positive(t, indexed, "Generates that read the Services changed through Index")
 	assert.Positive(t, hits, "Rules handed back again")
 	assert.Positive(t, redescribed, "Rules made from the last ones, ports described anew")
 	assert.Positive(t, spliced, "partial syncs written from the run of the ports' rules")
