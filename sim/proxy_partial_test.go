@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/sim/kubeproxy"
@@ -174,13 +176,32 @@ func TestSnapshotPatchedEqualsSnapshot(t *testing.T) {
 			return err
 		},
 		func() error { return c.DeletePod("ns", "a-0") },
+		func() error { // a Service changed (its Services copied, not shared)
+			o, err := c.API.Get("Service", "ns", "c")
+			if err != nil {
+				return err
+			}
+			svc := o.(*corev1.Service).DeepCopy()
+			svc.Spec.Ports[0].Port = 8080
+			if _, err := c.API.Update(svc); err != nil {
+				return err
+			}
+			return c.Settle()
+		},
 		func() error { return c.DeleteService("ns", "b") },
 		func() error { return c.DeletePod("ns", "a-1") },
 	}
 	pt := c.proxyTracker()
 	for i, step := range steps {
+		// The snapshot before stays as it was (the nodes' last syncs
+		// hold it), and is no longer taken for the current one.
+		before := c.snapshot()
+		kept := kubeproxy.Snapshot{Services: slices.Clone(before.Services), EndpointSlices: slices.Clone(before.EndpointSlices)}
 		require.NoError(t, step(), "step %d", i)
 		assert.Equal(t, c.Snapshot(), c.snapshot(), "step %d", i)
+		assert.Equal(t, kept, before, "step %d: the snapshot before", i)
+		_, current := c.snapshotGen(before)
+		assert.False(t, current, "step %d: the snapshot before taken for the current one", i)
 		for _, s := range c.Services() {
 			want := kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
 			if l := c.slices[s.Name()]; len(l) > 0 {
@@ -190,6 +211,8 @@ func TestSnapshotPatchedEqualsSnapshot(t *testing.T) {
 		}
 	}
 	assert.Positive(t, pt.patchedSnaps, "patched")
+	assert.Positive(t, pt.sharedServices, "patched snapshots sharing the Services of the one before")
+	assert.Less(t, pt.sharedServices, pt.patchedSnaps, "patched snapshots with their Services copied")
 }
 
 // TestFullSyncEnsuresJumpsAgain: the hourly full sync finds kube-proxy's

@@ -299,7 +299,20 @@ func (c *Cluster) patchSnapshot() (kubeproxy.Snapshot, bool) {
 	if len(keys) > 64 && len(keys) > len(c.services)/4 {
 		return kubeproxy.Snapshot{}, false
 	}
-	svcs := slices.Clone(c.snap.Services)
+	// The Services are shared with the last snapshot when none of them
+	// changed (an EndpointSlice event): the snapshot is told from the
+	// last by its EndpointSlices (snapshotGen), whose places the index
+	// keeps for both.
+	svcs := c.snap.Services
+	for _, k := range keys {
+		if i, ok := idx.svc[k]; ok && i < len(svcs) && c.svcByName[k] != nil && !reflect.DeepEqual(c.svcByName[k].Spec.Service, svcs[i]) {
+			svcs = slices.Clone(svcs)
+			break
+		}
+	}
+	if len(c.snap.EndpointSlices) == 0 && len(svcs) > 0 && &svcs[0] == &c.snap.Services[0] {
+		svcs = slices.Clone(svcs) // nothing else would tell them apart
+	}
 	eps := slices.Clone(c.snap.EndpointSlices)
 	for _, k := range keys {
 		s := c.svcByName[k]
@@ -309,7 +322,9 @@ func (c *Cluster) patchSnapshot() (kubeproxy.Snapshot, bool) {
 		if s == nil || !ok || c.services[i] != s || len(list) != r[1] {
 			return kubeproxy.Snapshot{}, false
 		}
-		svcs[i] = s.Spec.Service
+		if &svcs[0] != &c.snap.Services[0] {
+			svcs[i] = s.Spec.Service
+		}
 		s.EndpointSlice = kubeproxy.EndpointSlice{Namespace: s.Spec.Namespace, ServiceName: s.Spec.Name}
 		for j, es := range list {
 			eps[r[0]+j] = c.proxySliceOf(es)
@@ -321,6 +336,9 @@ func (c *Cluster) patchSnapshot() (kubeproxy.Snapshot, bool) {
 	snap := kubeproxy.Snapshot{Services: svcs, EndpointSlices: eps}
 	pt.index(snap, idx)
 	pt.patchedSnaps++
+	if &svcs[0] == &c.snap.Services[0] {
+		pt.sharedServices++
+	}
 	return snap, true
 }
 
