@@ -336,7 +336,10 @@ var shareProxyRules = true
 // one list per pair of snapshot generations serves every node.
 func (p *iptablesProxier) clearStale(cfg kubeproxy.Config, snap kubeproxy.Snapshot, gen uint64) {
 	var stale []kubeproxy.StaleUDPFlow
-	if key := [2]uint64{p.lastGen, gen}; p.lastGen != 0 && gen != 0 {
+	if gen != 0 && !p.c.proxyTracker().hasUDP(snap.Services) {
+		// No UDP port in the cluster's snapshot: no flow is stale
+		// (StaleUDPFlowsAfterSync would find none).
+	} else if key := [2]uint64{p.lastGen, gen}; p.lastGen != 0 && gen != 0 {
 		var ok bool
 		if stale, ok = p.c.staleUDP[key]; !ok {
 			stale = kubeproxy.StaleUDPFlowsAfterSync(cfg, p.last, snap)
@@ -348,9 +351,16 @@ func (p *iptablesProxier) clearStale(cfg kubeproxy.Config, snap kubeproxy.Snapsh
 	} else {
 		stale = kubeproxy.StaleUDPFlowsAfterSync(cfg, p.last, snap)
 	}
+	if proxyStaleFlows != nil {
+		proxyStaleFlows(p.n, stale)
+	}
 	clearStaleUDP(p.n, stale)
 	p.last, p.lastGen = snap, gen
 }
+
+// proxyStaleFlows, set by tests, is called with the stale UDP flows each
+// iptables sync clears.
+var proxyStaleFlows func(n *Node, flows []kubeproxy.StaleUDPFlow)
 
 // proxyShare is kube-proxy's rules for one snapshot generation, generated
 // once and compiled once for every node whose tables the rulesets serve
@@ -558,6 +568,12 @@ type proxyTrack struct {
 	// sharedServices counts the patched snapshots that share the
 	// Services of the one before (for tests).
 	sharedServices int
+	// udpOf and udpLen are the list of Services hasUDP answered udp for
+	// last; udpScans counts the lists it scanned (for tests).
+	udpOf    *kubeproxy.Service
+	udpLen   int
+	udp      bool
+	udpScans int
 	// canonLoads counts the syncs that loaded canon's rulesets, and
 	// outOfStep those of nodes that synced last at another generation
 	// than the rulesets before (for tests).
@@ -594,6 +610,20 @@ func (c *Cluster) proxySliceOf(es *discoveryv1.EndpointSlice) kubeproxy.Endpoint
 	v := proxySlice(es)
 	pt.slices[es] = proxySliceMemo{rv: es.ResourceVersion, es: v}
 	return v
+}
+
+// hasUDP is kubeproxy.HasUDPPort(svcs), remembered for the last list
+// asked about (the snapshots patched after EndpointSlice events share
+// their Services; a list of a snapshot is not changed once made).
+func (pt *proxyTrack) hasUDP(svcs []kubeproxy.Service) bool {
+	if len(svcs) == 0 {
+		return false
+	}
+	if pt.udpOf != &svcs[0] || pt.udpLen != len(svcs) {
+		pt.udpOf, pt.udpLen, pt.udp = &svcs[0], len(svcs), kubeproxy.HasUDPPort(svcs)
+		pt.udpScans++
+	}
+	return pt.udp
 }
 
 // proxyTracker returns the cluster's proxyTrack.

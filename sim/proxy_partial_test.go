@@ -239,3 +239,53 @@ func TestFullSyncEnsuresJumpsAgain(t *testing.T) {
 	assert.True(t, ok, "the full sync inserted the jump again")
 	assert.Equal(t, before, n0.Netfilter.Save(netfilter.SaveOptions{Tables: []string{"nat"}}))
 }
+
+// TestStaleUDPFlowsWithoutUDPServices: while no Service has a UDP port,
+// the syncs after EndpointSlice events look for one once (their snapshots
+// share the Services) and clear nothing; once a UDP Service is added, an
+// endpoint of it going away clears its flows on every node, as
+// StaleUDPFlowsAfterSync finds them.
+func TestStaleUDPFlowsWithoutUDPServices(t *testing.T) {
+	c := partialCluster(t, true)
+	type seen struct {
+		node  string
+		flows []kubeproxy.StaleUDPFlow
+	}
+	var got []seen
+	proxyStaleFlows = func(n *Node, flows []kubeproxy.StaleUDPFlow) { got = append(got, seen{n.Name, flows}) }
+	t.Cleanup(func() { proxyStaleFlows = nil })
+	pt := c.proxyTracker()
+	require.NoError(t, c.DeletePod("ns", "a-0"))
+	scans := pt.udpScans
+	require.NotEmpty(t, got)
+	web := []Container{{Name: "web", Ports: []ContainerPort{{ContainerPort: 80}}}}
+	for _, step := range []func() error{
+		func() error { return c.DeletePod("ns", "b-0") },
+		func() error {
+			_, err := c.AddPod(PodSpec{Namespace: "ns", Name: "a-0", Node: "n0", Labels: map[string]string{"app": "a"}, Containers: web})
+			return err
+		},
+	} {
+		require.NoError(t, step())
+	}
+	assert.Equal(t, scans, pt.udpScans, "the Services looked at again after EndpointSlice events only")
+	for _, s := range got {
+		assert.Empty(t, s.flows, s.node)
+	}
+	_, err := c.AddService(ServiceSpec{Selector: map[string]string{"app": "b"}, Service: kubeproxy.Service{Namespace: "ns", Name: "dns",
+		Ports: []kubeproxy.ServicePort{{Name: "dns", Protocol: kubeproxy.ProtocolUDP, Port: 53, TargetPort: kubeproxy.FromInt(80)}}}})
+	require.NoError(t, err)
+	got = nil
+	before := c.snapshot()
+	require.NoError(t, c.DeletePod("ns", "b-1"))
+	want := kubeproxy.StaleUDPFlowsAfterSync(c.ProxyConfig(c.Nodes()[0]), before, c.snapshot())
+	require.NotEmpty(t, want)
+	nodes := map[string]bool{}
+	for _, s := range got {
+		if len(s.flows) > 0 {
+			assert.Equal(t, want, s.flows, s.node)
+			nodes[s.node] = true
+		}
+	}
+	assert.Len(t, nodes, len(c.Nodes()), "every node cleared the UDP Service's flows")
+}

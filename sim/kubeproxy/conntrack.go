@@ -88,13 +88,10 @@ func StaleUDPFlowsAfterSync(cfg Config, old, cur Snapshot) []StaleUDPFlow {
 	// and their slices alone (a cluster has thousands of TCP Services).
 	var udp []Service
 	names := map[[2]string]bool{}
-	for _, s := range cur.Services {
-		for _, p := range s.Ports {
-			if normProto(p.Protocol) == ProtocolUDP {
-				udp = append(udp, s)
-				names[[2]string{s.Namespace, s.Name}] = true
-				break
-			}
+	for i := range cur.Services {
+		if s := &cur.Services[i]; hasUDPPort(s) {
+			udp = append(udp, *s)
+			names[[2]string{s.Namespace, s.Name}] = true
 		}
 	}
 	if len(udp) == 0 {
@@ -145,4 +142,27 @@ func StaleUDPFlowsAfterSync(cfg Config, old, cur Snapshot) []StaleUDPFlow {
 		}
 	}
 	return out
+}
+
+// HasUDPPort reports whether one of services has a UDP port: without
+// one, StaleUDPFlowsAfterSync finds no stale flow whatever the snapshots'
+// EndpointSlices (a caller that knows the answer for a list of Services
+// need not ask again).
+func HasUDPPort(services []Service) bool {
+	for i := range services {
+		if hasUDPPort(&services[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasUDPPort reports whether s has a UDP port.
+func hasUDPPort(s *Service) bool {
+	for _, p := range s.Ports {
+		if normProto(p.Protocol) == ProtocolUDP {
+			return true
+		}
+	}
+	return false
 }
