@@ -152,9 +152,14 @@ type Table struct {
 	// chains are the namespace's own chains; base, when set, holds the
 	// others (a Shared ruleset, no name in both), and views the
 	// namespace's counters of base's chains.
-	chains   map[string]*Chain
-	base     *Shared
-	views    map[*Chain]*Chain
+	chains map[string]*Chain
+	base   *Shared
+	views  map[*Chain]*Chain
+	// reach memoizes what LoadShared checks of the namespace's own
+	// chains (nil once they change). (Beside chains, base and views:
+	// a load of thousands of nodes' tables reads the four of them from
+	// one cache line.)
+	reach    *ownReach
 	builtins [5]*Chain // by hook
 	loaded   bool
 	nf       *Netfilter
@@ -164,10 +169,6 @@ type Table struct {
 	vmemo [4]struct{ sc, v *Chain }
 	vgen  uint64
 	vnext uint8
-
-	// reach memoizes what LoadShared checks of the namespace's own
-	// chains (nil once they change).
-	reach *ownReach
 }
 
 // viewOf is t.view(sc) through vmemo.

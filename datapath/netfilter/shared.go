@@ -1329,6 +1329,11 @@ type loadPlan struct {
 	// on its own).
 	addOwn bool
 	slab   *carrySlab
+	// byMoved: the plan is a template's with sw, and the jumps of t's
+	// reach to retarget are those to a chain of moved (see
+	// loadTemplate.moved).
+	moved   []movedChain
+	byMoved bool
 }
 
 // resolve returns the chain c (a chain of t or of its ruleset, as a jump
@@ -1550,6 +1555,10 @@ func (nf *Netfilter) planLoad(p *loadPlan, s *Shared, d *Declared) error {
 // test can compare the loads with and without it).
 var loadTemplates = true
 
+// movedLoads counts the commits that retargeted jumps by a template's
+// moved chains (for tests; atomic like templateLoads).
+var movedLoads atomic.Int64
+
 // templateLoads counts the loads planned from a template (for tests;
 // atomic, as namespaces of separate clusters may load on separate
 // goroutines).
@@ -1592,6 +1601,40 @@ type loadTemplate struct {
 	// slab is where the tables the template serves get their chains
 	// carried from.
 	slab carrySlab
+	// moved are the chains of the tables' ruleset that the load swaps or
+	// deletes (sw and del), with the chain of the name in the ruleset
+	// loaded (nil: none, resolved per table), so that commit finds the
+	// jumps of the own chains to retarget by identity, not by name;
+	// movedOK: made (at the template's first use, nil when sw is).
+	moved   []movedChain
+	movedOK bool
+}
+
+// movedChain is one of loadTemplate.moved: a chain of the ruleset a
+// table is on (from) and the chain of its name in the ruleset loaded
+// (to).
+type movedChain struct{ from, to *Chain }
+
+// movedOf lists the chains of b that s swapped since (sw) or that the
+// input deletes (del), sorted by name, with their chains in s.
+func movedOf(b, s *Shared, sw, del map[string]bool) []movedChain {
+	names := make([]string, 0, len(sw)+len(del))
+	for name := range sw {
+		names = append(names, name)
+	}
+	for name := range del {
+		if !sw[name] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	out := make([]movedChain, 0, len(names))
+	for _, name := range names {
+		if from := b.chains[name]; from != nil {
+			out = append(out, movedChain{from: from, to: s.chains[name]})
+		}
+	}
+	return out
 }
 
 // carrySlab hands out the chains carried and their rules from blocks
@@ -1654,6 +1697,15 @@ func (tp *loadTemplate) apply(p *loadPlan) error {
 	b := t.base
 	p.del, p.sw, p.same = tp.del, tp.sw, tp.same
 	own, reach := t.chains, t.reach
+	if !tp.movedOK {
+		tp.movedOK = true
+		if tp.sw != nil {
+			tp.moved = movedOf(b, p.s, tp.sw, tp.del)
+		}
+	}
+	if tp.sw != nil {
+		p.moved, p.byMoved = tp.moved, true
+	}
 	if tp.carried != nil {
 		carried := make(map[string]*Chain, len(tp.carried))
 		for _, name := range tp.carried {
@@ -1798,7 +1850,33 @@ func (nf *Netfilter) commitLoad(p *loadPlan) {
 	if p.old >= 0 {
 		jumps = jumps[:p.old] // the carried chains' are resolved
 	}
-	if !p.same {
+	if !p.same && p.byMoved && p.old >= 0 {
+		// The jumps of t's reach go to own chains or to chains of t's
+		// ruleset (every load leaves them so). A template's own
+		// chains are named like none of s's and none is deleted (a
+		// clash would have made the plan without one): a jump to an
+		// own chain keeps it; one to a chain of t's ruleset changes
+		// target when the chain is one of moved.
+		for i := range jumps {
+			j := &jumps[i]
+			if j.to.shared == nil {
+				continue
+			}
+			for k := range p.moved {
+				if m := &p.moved[k]; m.from == j.to {
+					rc := m.to
+					if rc == nil {
+						rc = p.resolve(j.to) // a chain carried, or none
+					}
+					if rc != j.to {
+						j.r.target.chain, j.to = rc, rc
+					}
+					break
+				}
+			}
+		}
+		movedLoads.Add(1)
+	} else if !p.same {
 		for i := range jumps {
 			j := &jumps[i]
 			if p.old < 0 && carried != nil && carried[j.in.Name] == j.in {

@@ -734,8 +734,12 @@ func TestLoadSharedCarriedReachIsReachOf(t *testing.T) {
 // the full checks ensure: every own chain's jump goes to the chain of that
 // name (its own, else the ruleset's), no own chain is named like one of
 // the ruleset, and the memoized reach fits the ruleset in full.
+//
+// Loads planned from a template retarget the jumps by the template's
+// chains moved (by identity): the same checks hold after them.
 func TestLoadSharedSwappedChecksAreTheFullOnes(t *testing.T) {
 	loads := 0
+	moved := movedLoads.Load()
 	checkCommitted = func(tb *Table, swapped bool) {
 		if swapped {
 			loads++
@@ -766,6 +770,7 @@ func TestLoadSharedSwappedChecksAreTheFullOnes(t *testing.T) {
 	defer func() { checkCommitted = nil }()
 	TestLoadSharedEqualsRestore(t)
 	assert.Positive(t, loads, "loads checked from the chains swapped")
+	assert.Greater(t, movedLoads.Load()-moved, int64(0), "loads retargeting jumps by a template's chains moved")
 }
 
 // planKeyOf renders what a load plan makes of a table, to compare a
