@@ -334,13 +334,16 @@ type fastWord struct {
 	v uint64
 }
 
-// fastTimer holds while *status is st and *exp is later than the
-// current time, and sets *exp to the current time plus d (Flat.Timer).
+// fastTimer holds while *status is st, *state is ts and *exp is later
+// than the current time, and sets *exp to the current time plus d
+// (Flat.Timer).
 type fastTimer struct {
 	exp    *time.Duration
 	d      time.Duration
 	status *uint32
+	state  *uint8
 	st     uint32
+	ts     uint8
 }
 
 // fastAdd is *a += x, *b += y.
@@ -443,14 +446,14 @@ type Flat struct {
 // being flattened took place).
 func (f *Flat) Now() time.Duration { return f.now }
 
-// Timer makes the replay hold only while *status is st and *exp is later
-// than the current time, and set *exp to the current time plus d: a
-// connection tracked on use, its status and expiry checked and its
-// timeout refreshed (conntrack). The replay sets *exp with the other
-// effects' counter increments, before any transformation of the packet:
-// nothing that transforms one reads it.
-func (f *Flat) Timer(status *uint32, st uint32, exp *time.Duration, d time.Duration) {
-	f.e.timers = append(f.e.timers, fastTimer{exp: exp, d: d, status: status, st: st})
+// Timer makes the replay hold only while *status is st, *state is ts and
+// *exp is later than the current time, and set *exp to the current time
+// plus d: a connection tracked on use, its status, state and expiry
+// checked and its timeout refreshed (conntrack). The replay sets *exp
+// with the other effects' counter increments, before any transformation
+// of the packet: nothing that transforms one reads it.
+func (f *Flat) Timer(status *uint32, st uint32, state *uint8, ts uint8, exp *time.Duration, d time.Duration) {
+	f.e.timers = append(f.e.timers, fastTimer{exp: exp, d: d, status: status, state: state, st: st, ts: ts})
 }
 
 // Until makes the replay hold only before t: the time at which what the
@@ -916,7 +919,7 @@ func (e *fastEntry) holds(w *Walk, h2, h3 uint64) bool {
 	}
 	timers := e.timers
 	for i := range timers {
-		if c := &timers[i]; *c.status != c.st || *c.exp <= w.e.now {
+		if c := &timers[i]; *c.status != c.st || *c.state != c.ts || *c.exp <= w.e.now {
 			return false
 		}
 	}

@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"math"
 	"net/netip"
 	"testing"
 	"time"
@@ -189,4 +190,58 @@ func TestRecentLookupsFollowRemovalAndReuse(t *testing.T) {
 	_, _, ok = tb.Lookup(tu)
 	assert.False(t, ok, "expired")
 	assert.Zero(t, tb.Len())
+}
+
+// TestSteadyTimeoutIsRefresh: wherever a packet is steady, for every
+// protocol, TCP state, status, direction and time around a UDP flow's
+// stream time, the timeout Flatten hands the fast path (steadyTimeout)
+// is the one refresh sets, at that time and at every later one the fast
+// path may replay it (before until, the status and state unchanged), and
+// refresh changes nothing else.
+func TestSteadyTimeoutIsRefresh(t *testing.T) {
+	_, tb := newTable(t)
+	const ack = 0x10
+	steadies := map[uint8]int{}
+	for _, proto := range []uint8{datapath.ProtoTCP, datapath.ProtoUDP, datapath.ProtoICMP, datapath.ProtoSCTP, 47} {
+		for st := TCPState(0); st < tcpMax; st++ {
+			for _, status := range []Status{StatusConfirmed, StatusConfirmed | StatusSeenReply,
+				StatusConfirmed | StatusSeenReply | StatusAssured, StatusConfirmed | StatusAssured} {
+				for _, reply := range []bool{false, true} {
+					for _, now := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
+						e := &Entry{t: tb, Status: status, TCPState: st, expires: now + time.Hour, streamTS: 2 * time.Second}
+						e.Orig.Proto = proto
+						if !tb.steady(e, reply, ack, now) {
+							continue
+						}
+						d, until, ok := tb.steadyTimeout(e, now)
+						if proto == datapath.ProtoSCTP {
+							require.False(t, ok, "SCTP")
+							continue
+						}
+						require.True(t, ok)
+						steadies[proto]++
+						ats := []time.Duration{now, now + time.Millisecond}
+						if until != math.MaxInt64 {
+							ats = append(ats, until-1)
+						} else {
+							ats = append(ats, now+time.Hour)
+						}
+						for _, at := range ats {
+							if at >= until {
+								continue // the fast path walks the packet
+							}
+							c := *e
+							tb.refresh(&c, reply, proto, ack, at)
+							require.Equal(t, at+d, c.expires, "proto %d state %v status %v reply %v at %v (recorded %v)", proto, st, status, reply, at, now)
+							require.Equal(t, e.Status, c.Status)
+							require.Equal(t, e.TCPState, c.TCPState)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, proto := range []uint8{datapath.ProtoTCP, datapath.ProtoUDP, datapath.ProtoICMP, 47} {
+		require.Positive(t, steadies[proto], "steady packets of protocol %d", proto)
+	}
 }

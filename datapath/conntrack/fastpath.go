@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"math"
 	"time"
 
 	"github.com/kubewalk/kubewalk/datapath"
@@ -92,13 +93,11 @@ func (s *inStage) valid(e *Entry, fx *datapath.Effect, now time.Duration) bool {
 }
 
 // Flatten hands the fast path what Apply repeats for a connection whose
-// timeout refresh depends on nothing but the time (UDP, ICMP and the
-// generic tracker: TCP and SCTP are asked Valid and applied): Valid's
-// checks as one timer (the status and the expiry; only TCP tracking
-// writes a TCP state, so these connections' stays TCPNone, and the
-// entry's table is set when it is created and an entry is never reused,
-// newEntry),
-// the timeout the refresh sets it to (the table's timeouts are set when it
+// timeout refresh is known from its status and state alone (all but
+// SCTP's, which is asked Valid and applied): Valid's checks as one timer
+// (the status, the TCP state and the expiry; the entry's table is set
+// when it is created and an entry is never reused, newEntry), the timeout
+// the refresh sets (steadyTimeout; the table's timeouts are set when it
 // is made), the moment that timeout would change (a replied UDP flow not
 // yet past its stream time, Valid's last test), the lookup counted as
 // found, and the connection attached.
@@ -108,32 +107,56 @@ func (s *inStage) Flatten(fx *datapath.Effect, f *datapath.Flat) bool {
 	if !s.valid(e, fx, now) {
 		return false
 	}
-	to := &s.t.to
-	var d time.Duration
-	switch e.Orig.Proto {
-	case datapath.ProtoTCP, datapath.ProtoSCTP:
+	d, until, ok := s.t.steadyTimeout(e, now)
+	if !ok {
 		return false
-	case datapath.ProtoUDP:
-		// udpPacket: a replied flow past its stream time (valid: ASSURED
-		// already) gets the stream timeout, for good (the time only
-		// moves later); before it, the unreplied timeout, until then.
-		d = to.UDP
-		if e.Status&StatusSeenReply != 0 {
-			if now > e.streamTS {
-				d = to.UDPStream
-			} else {
-				f.Until(e.streamTS + 1)
-			}
-		}
-	case datapath.ProtoICMP:
-		d = to.ICMP
-	default:
-		d = to.Generic
 	}
-	f.Timer((*uint32)(&e.Status), uint32(fx.N), &e.expires, d)
+	if until != math.MaxInt64 {
+		f.Until(until)
+	}
+	f.Timer((*uint32)(&e.Status), uint32(fx.N), (*uint8)(&e.TCPState), uint8(fx.M), &e.expires, d)
 	f.Add(&s.t.Stats.Found, 1, &s.t.Stats.Found, 0)
 	f.SetCT(datapath.CTRef{Entry: e, Reply: fx.B})
 	return true
+}
+
+// steadyTimeout is the timeout refresh sets e to for a steady packet
+// (steady) at now and at every later time before until (math.MaxInt64:
+// for good) while e's status and TCP state stay as they are, with ok
+// false for a protocol whose refresh it does not know (SCTP's).
+//
+//   - TCP (tcpPacket): the state stays, not a RST, no turn to ASSURED: the
+//     state's timeout, or the unacknowledged one for an established
+//     connection that has seen no reply, if shorter.
+//   - UDP (udpPacket): a replied flow past its stream time (ASSURED
+//     already, or not steady) gets the stream timeout, for good (the time
+//     only moves later); any other flow the unreplied one, and a replied
+//     flow only until its stream time.
+func (t *Table) steadyTimeout(e *Entry, now time.Duration) (d, until time.Duration, ok bool) {
+	until = math.MaxInt64
+	switch e.Orig.Proto {
+	case datapath.ProtoTCP:
+		d = t.to.tcp(e.TCPState)
+		if e.Status&StatusSeenReply == 0 && e.TCPState == sES && d > t.to.TCPUnacknowledged {
+			d = t.to.TCPUnacknowledged
+		}
+	case datapath.ProtoUDP:
+		d = t.to.UDP
+		if e.Status&StatusSeenReply != 0 {
+			if now > e.streamTS {
+				d = t.to.UDPStream
+			} else {
+				until = e.streamTS + 1
+			}
+		}
+	case datapath.ProtoICMP:
+		d = t.to.ICMP
+	case datapath.ProtoSCTP:
+		return 0, 0, false
+	default:
+		d = t.to.Generic
+	}
+	return d, until, true
 }
 
 // BytesKept tells the fast path that tracking changes no byte of the
