@@ -18,6 +18,13 @@ import (
 type deadline struct {
 	t       *vtimer
 	expired bool
+	// active is set while the deadline is armed or has passed (written
+	// under the world lock, read without it): clearing a deadline that is
+	// not active changes nothing, so sock's setters skip the world lock
+	// for it (net/http's server clears the read deadline of a connection
+	// about four times per request). It sits in expired's padding, so a
+	// socket is no bigger for it.
+	active atomic.Bool
 	// slots are the waits blocked on the deadline's socket: its passing
 	// notifies each, as a readiness event does, so a wait selects on no
 	// channel of the deadline's (and setting, passing and clearing a
@@ -25,12 +32,6 @@ type deadline struct {
 	// every request). A deadline set while a call is blocked wakes it
 	// when it passes.
 	slots []*waitSlot
-	// active is set while the deadline is armed or has passed (written
-	// under the world lock, read without it): clearing a deadline that is
-	// not active changes nothing, so sock's setters skip the world lock
-	// for it (net/http's server clears the read deadline of a connection
-	// about four times per request).
-	active atomic.Bool
 }
 
 // set arms the deadline. Called with d.mu held.
