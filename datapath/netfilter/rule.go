@@ -48,7 +48,9 @@ func (r *Rule) String() string { return r.text }
 
 // Chain returns the chain the rule is in. For a rule of a Shared ruleset
 // that is the shared chain, which holds no namespace's counters: read
-// them from the namespace's Table.Chain(name).
+// them from the namespace's Table.Chain(name). (A rule a patched ruleset
+// keeps from the one before is in both rulesets' chains of that name: it
+// names the first's.)
 func (r *Rule) Chain() *Chain { return r.chain }
 
 // counter is a rule's or a policy's packet and byte count (struct

@@ -1033,22 +1033,36 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 			continue
 		}
 		// The same rules in the same order: their index runs (positions
-		// and keys) serve the copies as they are.
+		// and keys) serve the copies as they are. A rule that jumps to
+		// no chain affected is prev's very rule (a ruleset's rules are
+		// never changed once compiled; its chain is prev's of the same
+		// name): only the rules jumping to a chain replaced are copied
+		// (one of KUBE-SERVICES' ten thousand when one Service's chain
+		// changes).
 		old := prev.chains[name]
-		c.rules = make([]*Rule, len(old.rules))
-		copies := make([]Rule, len(old.rules))
-		for i, r := range old.rules {
-			n := &copies[i]
-			*n = *r
-			n.chain = c
-			// A jump to a chain not affected keeps its target, prev's
-			// chain of that name.
+		c.rules = slices.Clone(old.rules)
+		n := 0
+		for _, r := range old.rules {
 			if tc := r.target.chain; tc != nil && hit[tc] {
-				if n.target.chain = resolve(tc.Name); n.target.chain == nil {
-					return nil // it jumps to a chain deleted: restore's error
-				}
+				n++
 			}
-			c.rules[i] = n
+		}
+		copies := make([]Rule, n)
+		sharedRules.Add(int64(len(old.rules) - n))
+		n = 0
+		for i, r := range old.rules {
+			tc := r.target.chain
+			if tc == nil || !hit[tc] {
+				continue
+			}
+			cp := &copies[n]
+			n++
+			*cp = *r
+			cp.chain = c
+			if cp.target.chain = resolve(tc.Name); cp.target.chain == nil {
+				return nil // it jumps to a chain deleted: restore's error
+			}
+			c.rules[i] = cp
 		}
 	}
 	s := &Shared{table: table, id: sharedIDs.Add(1), prev: prev.id, input: input, declared: declared}
@@ -1165,6 +1179,10 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 	s.lineage = extendLineage(s.id, prev.lineage, diff, swapped)
 	return s
 }
+
+// sharedRules counts the rules patchShared kept from the ruleset before
+// in a chain it copied (for tests; atomic like templateLoads).
+var sharedRules atomic.Int64
 
 // extendLineage returns the delta of ruleset id, changing the chains
 // named in changed of the one parent describes (nil: none known), and

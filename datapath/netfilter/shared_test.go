@@ -947,11 +947,27 @@ func TestPatchedSharedKeepsIndexRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, base.chains["KUBE-SERVICES"].rules[0].run, "indexed")
 	in := "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-7 - [0:0]\n" + top.String() + svc(7, "10.0.2.2:5001") + "COMMIT\n"
+	kept := sharedRules.Load()
 	s, err := CompileSharedLike(NAT, base, base, in)
 	require.NoError(t, err)
 	require.True(t, s.patched)
 	require.NotSame(t, base.chains["KUBE-SERVICES"], s.chains["KUBE-SERVICES"], "KUBE-SERVICES copied")
 	checkBookkeeping(t, s, "KUBE-SVC-7 changed")
+	// The copy holds base's very rules but for the one jumping to the
+	// chain replaced, and base's rules still jump to base's chains.
+	for i, r := range s.chains["KUBE-SERVICES"].rules {
+		br := base.chains["KUBE-SERVICES"].rules[i]
+		assert.Same(t, base.chains[br.target.chain.Name], br.target.chain, "base's rule %d", i)
+		assert.Same(t, s.chains[r.target.chain.Name], r.target.chain, "rule %d", i)
+		if i == 7 {
+			assert.NotSame(t, br, r, "the jump to KUBE-SVC-7 copied")
+			assert.Same(t, s.chains["KUBE-SERVICES"], r.Chain())
+			assert.Equal(t, br.text, r.text)
+		} else {
+			assert.Same(t, br, r, "rule %d kept", i)
+		}
+	}
+	assert.Equal(t, int64(39), sharedRules.Load()-kept, "rules kept from the ruleset before")
 }
 
 // TestCompileSharedLikeSameInputAgain: compiling a ruleset's own input
