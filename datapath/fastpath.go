@@ -270,6 +270,9 @@ type fastEntry struct {
 	adds       []fastAdd
 	timers     []fastTimer
 	cts        []CTRef // feCT's connections
+	// has says which of the check lists are not empty (hasNetns and
+	// on): holds skips the others without loading them.
+	has uint8
 	// deferred are increments applied pend times at once, when the
 	// engine settles its counters (Flat.Defer); listed says the entry
 	// is in Engine.deferred.
@@ -365,6 +368,17 @@ type fastXf struct {
 	b1   bool   // feEncap: from the entry's template; fcStage: BytesKept
 	mark uint32 // feMark
 }
+
+// The check lists of a fastEntry, as bits of fastEntry.has.
+const (
+	hasNetns uint8 = 1 << iota
+	hasNeigh
+	hasSeg
+	hasWord
+	hasTimer
+	hasVXLAN
+	hasValid
+)
 
 type fastTable struct {
 	slots  [fastSlots]*fastEntry
@@ -778,6 +792,12 @@ func (w *Walk) fastEnd(p *Packet, keep bool) {
 			e.xf = append(e.xf, fastXf{kind: o.kind, vx: o.vx, dst: o.dst, b1: o.b1})
 		}
 	}
+	e.has = 0
+	for i, n := range [...]int{len(e.nss), len(e.neighs), len(e.segs), len(e.words), len(e.timers), len(e.vxs), len(e.valid)} {
+		if n != 0 {
+			e.has |= 1 << i
+		}
+	}
 	e.encaps, e.keepAll, e.keepTail = false, true, true
 	for i := range e.xf {
 		switch x := &e.xf[i]; x.kind {
@@ -888,54 +908,73 @@ func (e *fastEntry) holds(w *Walk, h2, h3 uint64) bool {
 	if w.e.now >= e.deadline || (e.ipOK && !ipv4SumOKFrom(e.ipSum, h2, h3)) {
 		return false
 	}
+	has := e.has
+	if has == 0 {
+		return true
+	}
 	// The loops run over local copies of the slices: the stores through
 	// the counters' pointers could otherwise alias the entry, and make
 	// every iteration load the slice again.
-	nss := e.nss
-	for i := range nss {
-		c := &nss[i]
-		if c.ns.Sysctl != c.sys {
-			return false
+	if has&hasNetns != 0 {
+		nss := e.nss
+		for i := range nss {
+			c := &nss[i]
+			if c.ns.Sysctl != c.sys {
+				return false
+			}
 		}
 	}
-	neighs := e.neighs
-	for i := range neighs {
-		c := &neighs[i]
-		if n := c.e; n.removed || n.state != c.state || n.mac != c.mac {
-			return false
+	if has&hasNeigh != 0 {
+		neighs := e.neighs
+		for i := range neighs {
+			c := &neighs[i]
+			if n := c.e; n.removed || n.state != c.state || n.mac != c.mac {
+				return false
+			}
 		}
 	}
-	segs := e.segs
-	for i := range segs {
-		if c := &segs[i]; c.seg.Latency != c.latency {
-			return false
+	if has&hasSeg != 0 {
+		segs := e.segs
+		for i := range segs {
+			if c := &segs[i]; c.seg.Latency != c.latency {
+				return false
+			}
 		}
 	}
-	words := e.words
-	for i := range words {
-		if c := &words[i]; *c.w != c.v {
-			return false
+	if has&hasWord != 0 {
+		words := e.words
+		for i := range words {
+			if c := &words[i]; *c.w != c.v {
+				return false
+			}
 		}
 	}
-	timers := e.timers
-	for i := range timers {
-		if c := &timers[i]; *c.status != c.st || *c.state != c.ts || *c.exp <= w.e.now {
-			return false
+	if has&hasTimer != 0 {
+		now := w.e.now
+		timers := e.timers
+		for i := range timers {
+			if c := &timers[i]; *c.status != c.st || *c.state != c.ts || *c.exp <= now {
+				return false
+			}
 		}
 	}
-	vxs := e.vxs
-	for i := range vxs {
-		// vxlanCheck(c.vx) != *c, field by field: inline, where the
-		// struct's comparison is a call.
-		c := &vxs[i]
-		if v := c.vx; v.VNI != c.vni || v.Port != c.port || v.SrcPortMin != c.portMin || v.SrcPortMax != c.portMax || v.Local != c.local {
-			return false
+	if has&hasVXLAN != 0 {
+		vxs := e.vxs
+		for i := range vxs {
+			// vxlanCheck(c.vx) != *c, field by field: inline, where the
+			// struct's comparison is a call.
+			c := &vxs[i]
+			if v := c.vx; v.VNI != c.vni || v.Port != c.port || v.SrcPortMin != c.portMin || v.SrcPortMax != c.portMax || v.Local != c.local {
+				return false
+			}
 		}
 	}
-	fxs := e.fx
-	for _, i := range e.valid {
-		if fx := &fxs[i]; !fx.R.Valid(w, fx) {
-			return false
+	if has&hasValid != 0 {
+		fxs := e.fx
+		for _, i := range e.valid {
+			if fx := &fxs[i]; !fx.R.Valid(w, fx) {
+				return false
+			}
 		}
 	}
 	return true
