@@ -31,6 +31,18 @@ func dialWeb2(t *testing.T) (*scenarios.Reference, net.Listener, net.Conn) {
 	return r, ln, conn
 }
 
+// acceptWeb2 is dialWeb2 with the server's side of the connection
+// accepted, closed when the test ends.
+func acceptWeb2(t *testing.T) (*scenarios.Reference, net.Conn, net.Conn) {
+	t.Helper()
+	r, ln, conn := dialWeb2(t)
+	var accepted net.Conn
+	require.NoError(t, Do(r.World, func() { accepted, _ = ln.Accept() }))
+	require.NotNil(t, accepted)
+	t.Cleanup(func() { accepted.Close() })
+	return r, conn, accepted
+}
+
 // TestReadTimeoutNoAllocs: net/http's server ends the background read of
 // every request by setting a read deadline in the past, reading, and
 // clearing the deadline; on a socket nobody else waits on that allocates
@@ -60,11 +72,7 @@ func TestReadTimeoutNoAllocs(t *testing.T) {
 // without one wakes it when it passes (net/http's server aborts its
 // background read this way).
 func TestDeadlineWakesBlockedRead(t *testing.T) {
-	r, ln, conn := dialWeb2(t)
-	var accepted net.Conn
-	require.NoError(t, Do(r.World, func() { accepted, _ = ln.Accept() }))
-	require.NotNil(t, accepted)
-	defer accepted.Close()
+	r, conn, accepted := acceptWeb2(t)
 
 	// The accepted (background) side blocks in a read with no deadline;
 	// the client's read drives the world, and its deadline (2 s) is
@@ -149,11 +157,7 @@ func TestPastDeadlineNoYieldRound(t *testing.T) {
 // deadline in the past or by virtual time, still clears it: a read after
 // it waits for data instead of timing out.
 func TestClearDeadlineWithoutLock(t *testing.T) {
-	r, ln, conn := dialWeb2(t)
-	var accepted net.Conn
-	require.NoError(t, Do(r.World, func() { accepted, _ = ln.Accept() }))
-	require.NotNil(t, accepted)
-	defer accepted.Close()
+	_, conn, accepted := acceptWeb2(t)
 	c := conn.(*TCPConn)
 	d := c.s.d
 
