@@ -93,10 +93,11 @@ func podLabelValues(o Object) []string {
 
 // addPodLabels is indexAdd of the Pod label index (podLabelValues): each
 // value is made in a scratch buffer and looked up there, and made a
-// string only when the index does not hold it yet. The index is built
-// when the first Service's slices are computed, from every pod stored: at
-// 150,000 pods a string and a slice fewer for each of the pods that share
-// a value with one before them.
+// string only when the index does not hold it yet: a string and a slice
+// fewer for each pod that shares a value with one before it (150,000
+// pods share a few hundred). The EndpointSlice controller builds the
+// index at its start (BuildIndex), so each pod is added as it is
+// written.
 func (s *Server) addPodLabels(idx map[string]map[string]struct{}, k string, o Object) {
 	ns := o.GetNamespace()
 	for lk, lv := range o.GetLabels() {
