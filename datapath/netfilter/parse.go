@@ -44,6 +44,52 @@ func errorf(format string, v ...any) error { return &ruleErr{msg: sprintf(format
 // add_param_to_argv does: words split on blanks; a double-quoted string is
 // one word in which a backslash escapes the next character.
 func splitLine(s string) ([]string, error) {
+	if strings.IndexByte(s, '"') < 0 {
+		return splitPlain(s), nil
+	}
+	return splitQuoted(s)
+}
+
+// isBlank is what splits words on a restore line.
+func isBlank(ch byte) bool { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' }
+
+// splitPlain is splitLine of a line with no double quote (nearly every
+// line kube-proxy and the CNI plugins write): its words are substrings
+// of one copy of the line, so that a word a rule keeps does not hold the
+// whole restore input, and the line costs two allocations, not a few per
+// word.
+func splitPlain(s string) []string {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if !isBlank(s[i]) && (i == 0 || isBlank(s[i-1])) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	s = strings.Clone(s)
+	out := make([]string, 0, n)
+	start := -1
+	for i := 0; i < len(s); i++ {
+		switch {
+		case isBlank(s[i]):
+			if start >= 0 {
+				out = append(out, s[start:i])
+				start = -1
+			}
+		case start < 0:
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// splitQuoted is splitLine of a line with double quotes.
+func splitQuoted(s string) ([]string, error) {
 	var out []string
 	var cur strings.Builder
 	inWord, quoted, escaped := false, false, false
