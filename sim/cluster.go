@@ -145,6 +145,7 @@ type Cluster struct {
 	podErrs         map[string]error         // pod key → why the kubelet could not start it
 	externals       []*Host
 	texts           map[textKey]string // the kubelet's texts, by word (text)
+	podMemo         podMemo            // what podObject and podSpecOf made last
 	segments        []*datapath.Segment
 	cidrs           *nodeipam.CIDRSet
 	nextCID         int
@@ -604,7 +605,9 @@ type PodSpec struct {
 type Pod struct {
 	// Spec is the pod as the kubelet read it from its object; its Labels
 	// map is the stored object's (read it, do not modify it: LabelPod
-	// changes a pod's labels).
+	// changes a pod's labels), and its Containers may be shared with the
+	// pods made before and after it from the same containers (read them,
+	// do not modify them).
 	Spec        PodSpec
 	Node        *Node
 	Netns       *datapath.Netns
@@ -653,7 +656,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 			return nil, &ConfigError{Object: obj, Msg: err.Error()}
 		}
 	}
-	if err := c.API.Submit(podObject(spec)); err != nil {
+	if err := c.API.Submit(podObject(spec, &c.podMemo)); err != nil {
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	if err := c.Settle(); err != nil {
@@ -713,7 +716,7 @@ func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
 				return nil, &ConfigError{Object: "pod " + spec.Namespace + "/" + spec.Name, Msg: err.Error()}
 			}
 		}
-		if err := c.API.Submit(podObject(spec)); err != nil {
+		if err := c.API.Submit(podObject(spec, &c.podMemo)); err != nil {
 			return nil, &ConfigError{Object: "pod " + spec.Namespace + "/" + spec.Name, Msg: err.Error()}
 		}
 	}

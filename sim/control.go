@@ -560,7 +560,7 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 			return controller.Result{RequeueAfter: PodRetryBackoff}, nil
 		}
 	}
-	p, err := c.runPod(podSpecOf(pod), n, pod)
+	p, err := c.runPod(podSpecOf(pod, &c.podMemo), n, pod)
 	if err != nil {
 		c.podWaiting(pod, "ContainerCreating", "")
 		c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())

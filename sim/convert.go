@@ -24,13 +24,28 @@ const EchoPortsAnnotation = "kubewalk.io/echo-ports"
 // podObject is the v1.Pod a PodSpec stands for: pinned to spec.Node when
 // it is set (bypassing the scheduler, as spec.nodeName does), one
 // container per Container with the container name as its image when the
-// spec has none.
-func podObject(spec PodSpec) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cmp.Or(spec.Namespace, "default"), Name: spec.Name,
-		Labels: maps.Clone(spec.Labels)},
+// spec has none. A pod made from the same containers and labels as the
+// last one made with memo shares their objects with it (a stored object
+// is never modified, and every copy handed out is deep): the pods of a
+// workload hold one containers slice, not one each.
+func podObject(spec PodSpec, memo *podMemo) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: cmp.Or(spec.Namespace, "default"), Name: spec.Name},
 		Spec: corev1.PodSpec{NodeName: spec.Node, HostNetwork: spec.HostNetwork}}
+	p.Labels = memo.labelsOf(spec.Labels)
+	var echo string
+	p.Spec.Containers, echo = memo.containersOf(spec.Containers)
+	if echo != "" {
+		p.Annotations = map[string]string{EchoPortsAnnotation: echo}
+	}
+	return p
+}
+
+// podContainers is what podObject makes of a PodSpec's containers: the
+// containers, and the echo-ports annotation ("" for none).
+func podContainers(cs []Container) ([]corev1.Container, string) {
+	var out []corev1.Container
 	var echo []string
-	for _, c := range spec.Containers {
+	for _, c := range cs {
 		ct := corev1.Container{Name: cmp.Or(c.Name, "app"), Image: cmp.Or(c.Name, "app")}
 		for _, port := range c.Ports {
 			proto := corev1.Protocol(cmp.Or(port.Protocol, "TCP"))
@@ -40,27 +55,32 @@ func podObject(spec PodSpec) *corev1.Pod {
 				echo = append(echo, fmt.Sprintf("%d/%s", port.ContainerPort, proto))
 			}
 		}
-		p.Spec.Containers = append(p.Spec.Containers, ct)
+		out = append(out, ct)
 	}
-	if len(p.Spec.Containers) == 0 {
-		p.Spec.Containers = []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}
+	if len(out) == 0 {
+		out = []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}
 	}
-	if len(echo) > 0 {
-		p.Annotations = map[string]string{EchoPortsAnnotation: strings.Join(echo, ",")}
-	}
-	return p
+	return out, strings.Join(echo, ",")
 }
 
 // podSpecOf is what the runtime needs of a v1.Pod: its sandbox and the
 // ports its containers bind. Its Labels are the object's own map (p is
 // the stored object, which no write modifies: a label change stores a new
-// map), not a copy.
-func podSpecOf(p *corev1.Pod) PodSpec {
+// map), not a copy; its Containers are those made last with memo when
+// the pod's containers and echo-ports annotation read the same.
+func podSpecOf(p *corev1.Pod, memo *podMemo) PodSpec {
+	spec := PodSpec{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: p.Labels, HostNetwork: p.Spec.HostNetwork}
+	spec.Containers = memo.specContainersOf(p)
+	return spec
+}
+
+// specContainers is podSpecOf's containers of p, made afresh.
+func specContainers(p *corev1.Pod) []Container {
 	var echo []string // the annotation's ports; none without it
 	if a := p.Annotations[EchoPortsAnnotation]; a != "" {
 		echo = strings.Split(a, ",")
 	}
-	spec := PodSpec{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Labels: p.Labels, HostNetwork: p.Spec.HostNetwork}
+	var out []Container
 	for _, c := range p.Spec.Containers {
 		ct := Container{Name: c.Name}
 		for _, port := range c.Ports {
@@ -68,9 +88,83 @@ func podSpecOf(p *corev1.Pod) PodSpec {
 			ct.Ports = append(ct.Ports, ContainerPort{Name: port.Name, ContainerPort: uint16(port.ContainerPort), Protocol: proto,
 				HostPort: uint16(port.HostPort), Echo: len(echo) > 0 && slices.Contains(echo, fmt.Sprintf("%d/%s", port.ContainerPort, proto))})
 		}
-		spec.Containers = append(spec.Containers, ct)
+		out = append(out, ct)
 	}
-	return spec
+	return out
+}
+
+// podMemo is what podObject and podSpecOf made last, for the next pod of
+// the same containers and labels (the pods of one workload, 150,000 pods
+// of one template) to share instead of making each again.
+type podMemo struct {
+	// in is a copy of the PodSpec containers podObject was last given
+	// (the caller may change its own afterwards), out and echo what it
+	// made of them.
+	in   []Container
+	out  []corev1.Container
+	echo string
+	// labels is the last labels map podObject made (a copy of the
+	// caller's).
+	labels map[string]string
+	// objIn is the containers of the last pod podSpecOf read (a stored
+	// object's, never modified), objEcho its echo-ports annotation, and
+	// spec what it made of them.
+	objIn   []corev1.Container
+	objEcho string
+	spec    []Container
+}
+
+// labelsOf is a copy of labels: the last one made when that reads the
+// same.
+func (m *podMemo) labelsOf(labels map[string]string) map[string]string {
+	if len(labels) > 0 && len(m.labels) == len(labels) && maps.Equal(m.labels, labels) {
+		return m.labels
+	}
+	c := maps.Clone(labels)
+	if len(c) > 0 {
+		m.labels = c
+	}
+	return c
+}
+
+// containersOf is podContainers(cs): what it made last when cs reads as
+// the containers it was made from.
+func (m *podMemo) containersOf(cs []Container) ([]corev1.Container, string) {
+	if m.out != nil && slices.EqualFunc(cs, m.in, func(a, b Container) bool { return a.Name == b.Name && slices.Equal(a.Ports, b.Ports) }) {
+		return m.out, m.echo
+	}
+	out, echo := podContainers(cs)
+	in := slices.Clone(cs)
+	for i := range in {
+		in[i].Ports = slices.Clone(in[i].Ports)
+	}
+	m.in, m.out, m.echo = in, slices.Clip(out), echo
+	return m.out, m.echo
+}
+
+// specContainersOf is specContainers(p): what it made last when p's
+// containers read, in everything it looks at, as the last pod's and its
+// echo-ports annotation is the same.
+func (m *podMemo) specContainersOf(p *corev1.Pod) []Container {
+	echo := p.Annotations[EchoPortsAnnotation]
+	if m.spec != nil && echo == m.objEcho && slices.EqualFunc(p.Spec.Containers, m.objIn, sameRuntimeContainer) {
+		return m.spec
+	}
+	out := specContainers(p)
+	if out == nil {
+		return nil
+	}
+	m.objIn, m.objEcho, m.spec = p.Spec.Containers, echo, slices.Clip(out)
+	return m.spec
+}
+
+// sameRuntimeContainer reports whether a and b read the same to
+// specContainers: name, and each port's name, number, protocol and host
+// port.
+func sameRuntimeContainer(a, b corev1.Container) bool {
+	return a.Name == b.Name && slices.EqualFunc(a.Ports, b.Ports, func(x, y corev1.ContainerPort) bool {
+		return x.Name == y.Name && x.ContainerPort == y.ContainerPort && x.Protocol == y.Protocol && x.HostPort == y.HostPort
+	})
 }
 
 // serviceObject is the v1.Service a ServiceSpec stands for.

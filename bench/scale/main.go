@@ -262,7 +262,7 @@ func run(nodes, podsPerNode, services, endpoints, packets, changes int, waves bo
 	runtime.ReadMemStats(&live)
 	// The process CPU time of each phase (both cores, GC included), on
 	// stderr: on a shared machine it says more than the wall clock.
-	fmt.Fprintf(os.Stderr, "%d nodes: build CPU %.1f s (%.1f / %.1f / %.1f), %d GCs, GC %.0f%% of CPU; peak RSS %s at the end of the build, live heap %.2f GiB in %.1f M objects (%.1f M allocated)\n", nodes,
+	fmt.Fprintf(os.Stderr, "%d nodes: build CPU %.1f s (%.1f / %.1f / %.1f), %d GCs, GC %.0f%% of CPU; peak RSS %s at the end of the build, live heap %.2f GiB in %.3f M objects (%.1f M allocated)\n", nodes,
 		(cpuSvcs - cpu0).Seconds(), (cpuNodes - cpu0).Seconds(), (cpuPods - cpuNodes).Seconds(), (cpuSvcs - cpuPods).Seconds(),
 		ms.NumGC, 100*ms.GCCPUFraction, buildRSS, float64(live.HeapAlloc)/(1<<30), float64(live.HeapObjects)/1e6, float64(ms.Mallocs)/1e6)
 	walk, err := established(c, svcs[0], packets)
