@@ -594,6 +594,36 @@ func (c *Cluster) podWaiting(pod *corev1.Pod, reason, msg string) {
 	_ = c.API.WriteStatus(up)
 }
 
+// containerdPrefix begins a container ID in a pod's status.
+const containerdPrefix = "containerd://"
+
+// podRunningIDs is, in one string, the pod IP of p as text (its first
+// ipLen bytes) and then the status.containerStatuses[i].containerID of
+// each of its n containers: "containerd://", the pod's container ID but
+// its last two digits, and i in hex (hex2).
+func podRunningIDs(p *Pod, n int) (ids string, ipLen int) {
+	var buf [128]byte
+	b := p.IP.AppendTo(buf[:0])
+	ipLen = len(b)
+	for i := range n {
+		b = append(append(b, containerdPrefix...), p.ContainerID[:62]...)
+		if i < 0x10 {
+			b = append(b, '0')
+		}
+		b = strconv.AppendInt(b, int64(i), 16)
+	}
+	return string(b), ipLen
+}
+
+// hex2Len is len(hex2(i)) for i >= 0.
+func hex2Len(i int) int {
+	n := 2
+	for v := i >> 8; v > 0; v >>= 4 {
+		n++
+	}
+	return n
+}
+
 // hex2 is i in hex, at least two digits ("%02x").
 func hex2(i int) string {
 	h := strconv.FormatInt(int64(i), 16)
@@ -652,31 +682,65 @@ type textKey struct {
 	word string
 }
 
+// runningPod is the object podRunning writes with what its status points
+// to for a pod of one container (its pod IPs and container statuses) in
+// one allocation: three objects of every running pod for the collector
+// to find are one. Nothing tells the difference: a stored object is never
+// modified, every copy handed out is deep, and the slices are full (an
+// append copies).
+type runningPod struct {
+	pod corev1.Pod
+	ips [1]corev1.PodIP
+	cs  [1]corev1.ContainerStatus
+}
+
 func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 	st0 := c.kubeletStarts()
 	// A status write keeps everything but the status from the stored
 	// object, and neither the server nor anyone else modifies the parts
 	// shared with it: only the status is copied.
-	up := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
+	one := len(pod.Spec.Containers) == 1
+	var up *corev1.Pod
+	var alloc *runningPod
+	if one {
+		alloc = &runningPod{pod: corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}}
+		up = &alloc.pod
+	} else {
+		up = &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
+	}
 	st := &up.Status
 	prev := pod.Status
 	prev.Conditions = nil // made below, from pod's
 	prev.DeepCopyInto(st)
 	st.Phase = corev1.PodRunning
-	st.PodIP = p.IP.String()
-	st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
+	// The pod IP and every container ID are made in one string:
+	// "<ip>containerd://<id>…".
+	ids, ipLen := podRunningIDs(p, len(pod.Spec.Containers))
+	st.PodIP, ids = ids[:ipLen], ids[ipLen:]
+	if one {
+		alloc.ips[0] = corev1.PodIP{IP: st.PodIP}
+		st.PodIPs = alloc.ips[:]
+	} else {
+		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
+	}
 	st.HostIP = p.Node.internalIPString()
 	st.HostIPs = p.Node.hostIPs()
 	st.QOSClass = corev1.PodQOSBestEffort
 	if st.StartTime == nil {
 		st.StartTime = &st0.time
 	}
-	st.ContainerStatuses = make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
+	if one {
+		st.ContainerStatuses = alloc.cs[:0]
+	} else {
+		st.ContainerStatuses = make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
+	}
 	for i, ct := range pod.Spec.Containers {
+		n := len(containerdPrefix) + 62 + hex2Len(i)
 		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: ct.Name, Image: ct.Image, Ready: true, Started: &containerStarted,
 			ImageID:     c.text(textImageID, ct.Image),
-			ContainerID: "containerd://" + p.ContainerID[:62] + hex2(i),
+			ContainerID: ids[:n],
 			State:       corev1.ContainerState{Running: &st0.running}})
+		ids = ids[n:]
 	}
 	st.Conditions = st0.runningConditions(pod) // shared by the pods of a wave
 	if c.API.WriteStatus(up) == nil {
