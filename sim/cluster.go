@@ -149,6 +149,9 @@ type Cluster struct {
 	segments        []*datapath.Segment
 	cidrs           *nodeipam.CIDRSet
 	nextCID         int
+	// submitting is the key of the pod submitPod is creating, for the
+	// kubelet's watch to queue (kubeletKey).
+	submitting string
 
 	// lastStart is what the pods started at the last instant a kubelet
 	// started one share (kubeletStarts).
@@ -656,7 +659,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 			return nil, &ConfigError{Object: obj, Msg: err.Error()}
 		}
 	}
-	if err := c.API.Submit(podObject(spec, &c.podMemo)); err != nil {
+	if err := c.submitPod(spec, spec.Namespace+"/"+spec.Name); err != nil {
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	if err := c.Settle(); err != nil {
@@ -710,13 +713,13 @@ func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
 			spec.Node = n.Name // the node's own string, not one per pod
 		}
 	}
-	for _, spec := range specs {
+	for i, spec := range specs {
 		if _, ok := c.API.Peek("Namespace", "", spec.Namespace); !ok {
 			if _, err := c.API.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: spec.Namespace}}); err != nil {
 				return nil, &ConfigError{Object: "pod " + spec.Namespace + "/" + spec.Name, Msg: err.Error()}
 			}
 		}
-		if err := c.API.Submit(podObject(spec, &c.podMemo)); err != nil {
+		if err := c.submitPod(spec, keys[i]); err != nil {
 			return nil, &ConfigError{Object: "pod " + spec.Namespace + "/" + spec.Name, Msg: err.Error()}
 		}
 	}
@@ -747,14 +750,44 @@ func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
 	return out, nil
 }
 
+// submitPod creates the pod object of spec, whose key ("namespace/name")
+// is k: the API server's store and indexes, the kubelet's queue and the
+// running pod (podByName, its sandbox's name) hold that one string, and
+// the object's name is its tail.
+func (c *Cluster) submitPod(spec PodSpec, k string) error {
+	if isPodKey(k, spec.Namespace, spec.Name) {
+		spec.Name = k[len(spec.Namespace)+1:]
+	}
+	c.submitting = k
+	defer func() { c.submitting = "" }()
+	return c.API.SubmitAt(podObject(spec, &c.podMemo), k)
+}
+
+// kubeletKey is the kubelet's queue key of pod ("namespace/name"): the
+// key it is being submitted under (submitPod), else one made.
+func (c *Cluster) kubeletKey(pod *corev1.Pod) string {
+	if k := c.submitting; isPodKey(k, pod.Namespace, pod.Name) {
+		return k
+	}
+	return controller.Key(pod.Namespace, pod.Name)
+}
+
+// isPodKey reports whether k is "namespace/name".
+func isPodKey(k, namespace, name string) bool {
+	return len(k) == len(namespace)+1+len(name) && k[:len(namespace)] == namespace && k[len(namespace)] == '/' && k[len(namespace)+1:] == name
+}
+
 // runPod is the container runtime's part for a pod bound to n: the
 // sandbox (a network namespace held by the pause container, or the
 // node's own for hostNetwork), the CNI ADD, and the containers binding
 // their ports.
-func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod) (*Pod, error) {
+func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod, key string) (*Pod, error) {
 	c.nextCID++
 	p := &Pod{Spec: spec, Node: n, ContainerID: containerID(uint64(c.nextCID) * 0x9e3779b97f4a7c15), Object: obj}
-	name := p.Name() // the sandbox's name and podByName's key: one string
+	name := key // the sandbox's name and podByName's key: one string, the kubelet's key
+	if !isPodKey(name, spec.Namespace, spec.Name) {
+		name = p.Name()
+	}
 	if spec.HostNetwork {
 		p.Netns = n.Host
 		p.IP = n.InternalIP

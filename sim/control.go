@@ -94,7 +94,7 @@ func (c *Cluster) startControlPlane() error {
 	api.WatchReadOnly("Pod", func(ev watch.Event) {
 		p := ev.Object.(*corev1.Pod)
 		if p.Spec.NodeName != "" || c.Pod(p.Namespace, p.Name) != nil {
-			cp.kubelet.Add(controller.Key(p.Namespace, p.Name))
+			cp.kubelet.Add(c.kubeletKey(p))
 		}
 	})
 	c.watchProxyConfig()
@@ -560,7 +560,7 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 			return controller.Result{RequeueAfter: PodRetryBackoff}, nil
 		}
 	}
-	p, err := c.runPod(podSpecOf(pod, &c.podMemo), n, pod)
+	p, err := c.runPod(podSpecOf(pod, &c.podMemo), n, pod, key)
 	if err != nil {
 		c.podWaiting(pod, "ContainerCreating", "")
 		c.API.Record(pod, "kubelet", corev1.EventTypeWarning, "FailedCreatePodSandBox", err.Error())
@@ -569,7 +569,7 @@ func (c *Cluster) syncPod(key string) (controller.Result, error) {
 	}
 	delete(c.podErrs, key)
 	delete(c.started, key)
-	c.podRunning(pod, p)
+	c.podRunning(pod, p, key)
 	return controller.Result{}, nil
 }
 
@@ -694,7 +694,9 @@ type runningPod struct {
 	cs  [1]corev1.ContainerStatus
 }
 
-func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
+// podRunning writes the status of pod, whose key is key, as its kubelet
+// does once p runs.
+func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod, key string) {
 	st0 := c.kubeletStarts()
 	// A status write keeps everything but the status from the stored
 	// object, and neither the server nor anyone else modifies the parts
@@ -743,7 +745,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod) {
 		ids = ids[n:]
 	}
 	st.Conditions = st0.runningConditions(pod) // shared by the pods of a wave
-	if c.API.WriteStatus(up) == nil {
+	if c.API.WriteStatusAt(up, key) == nil {
 		// Pod.Object is the object as written now (the server keeps up,
 		// or a copy of it when it shares nothing): the Pending object it
 		// replaces is let go.

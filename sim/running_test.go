@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,5 +74,30 @@ func TestRunningPodStatusIDs(t *testing.T) {
 			}
 			assert.Equal(t, o, p.Object.DeepCopy())
 		})
+	}
+}
+
+// A pod added by AddPods or AddPod has one key string ("namespace/name"):
+// podByName's key, and the stored object's name is its tail.
+func TestPodKeyIsOneString(t *testing.T) {
+	c, err := NewCluster(DefaultConfig())
+	require.NoError(t, err)
+	_, err = c.AddNode(NodeSpec{Name: "n1", NICs: []NICSpec{{Name: "eth0", Segment: "lan",
+		Addr: netip.MustParsePrefix("192.168.1.11/24"), Gateway: netip.MustParseAddr("192.168.1.1")}}})
+	require.NoError(t, err)
+	_, err = c.AddPods([]PodSpec{{Namespace: "ns", Name: "a", Node: "n1"}, {Namespace: "ns", Name: "b", Node: "n1"}})
+	require.NoError(t, err)
+	_, err = c.AddPod(PodSpec{Namespace: "ns", Name: "c", Node: "n1"})
+	require.NoError(t, err)
+	require.Len(t, c.podByName, 3)
+	for k, p := range c.podByName {
+		tail := unsafe.StringData(k)
+		tail = (*byte)(unsafe.Add(unsafe.Pointer(tail), len("ns/")))
+		for _, name := range []string{p.Object.Name, p.Spec.Name} {
+			assert.Equal(t, k[len("ns/"):], name)
+			assert.Same(t, tail, unsafe.StringData(name), "%s: the name is the key's tail", k)
+		}
+		o, _ := c.API.Peek("Pod", "ns", p.Spec.Name)
+		assert.Same(t, tail, unsafe.StringData(o.GetName()), "%s: the stored object's name is the key's tail", k)
 	}
 }

@@ -156,7 +156,12 @@ func (s *Server) index(kind, name string) map[string]map[string]struct{} {
 }
 
 func (s *Server) indexAdd(idx map[string]map[string]struct{}, f IndexFunc, k string, o Object) {
-	for _, v := range f(o) {
+	indexValues(idx, f(o), k)
+}
+
+// indexValues adds k under each of values.
+func indexValues(idx map[string]map[string]struct{}, values []string, k string) {
+	for _, v := range values {
 		set := idx[v]
 		if set == nil {
 			set = map[string]struct{}{}
@@ -167,28 +172,45 @@ func (s *Server) indexAdd(idx map[string]map[string]struct{}, f IndexFunc, k str
 }
 
 // reindex moves k from old's index entries to obj's (either may be nil),
-// in the indexes built so far.
+// in the indexes built so far. An index under whose values old and obj
+// both are (a pod's namespace and node at its kubelet's status write) is
+// left as it is: k is in those sets already.
 func (s *Server) reindex(kind, k string, old, obj Object) {
 	for name, idx := range s.indexes[kind] {
-		if s.podLabels && name == IndexLabel && kind == "Pod" && old != nil && obj != nil &&
+		labels := s.podLabels && name == IndexLabel && kind == "Pod"
+		if labels && old != nil && obj != nil &&
 			old.GetNamespace() == obj.GetNamespace() && maps.Equal(old.GetLabels(), obj.GetLabels()) {
 			// The same values (a status write): nothing moves.
 			s.labelsKept++
 			continue
 		}
 		f := s.indexers[kind][name]
+		var was []string
 		if old != nil {
-			for _, v := range f(old) {
-				if set := idx[v]; set != nil {
-					delete(set, k)
-					if len(set) == 0 {
-						delete(idx, v)
-					}
+			was = f(old)
+		}
+		var now []string
+		if obj != nil && !labels {
+			now = f(obj)
+			if old != nil && slices.Equal(was, now) && !s.moveAll {
+				s.valuesKept++
+				continue
+			}
+		}
+		for _, v := range was {
+			if set := idx[v]; set != nil {
+				delete(set, k)
+				if len(set) == 0 {
+					delete(idx, v)
 				}
 			}
 		}
-		if obj != nil {
-			s.add(kind, name, idx, f, k, obj)
+		switch {
+		case obj == nil:
+		case labels:
+			s.addPodLabels(idx, k, obj)
+		default:
+			indexValues(idx, now, k)
 		}
 	}
 }

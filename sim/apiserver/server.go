@@ -70,6 +70,11 @@ type Server struct {
 	// namespace and labels), for tests.
 	podLabels  bool
 	labelsKept int
+	// valuesKept counts the writes reindex left an index alone at (the
+	// values the same), for tests; moveAll, set by a test, makes it move
+	// every key instead, as it did before: the reference.
+	valuesKept int
+	moveAll    bool
 	// copyAll: DisableSharing was called.
 	copyAll bool
 	// evTaken is the names the last Record found taken.
@@ -324,6 +329,18 @@ func (s *Server) Submit(obj Object) error {
 	return err
 }
 
+// SubmitAt is Submit of an object whose key ("namespace/name") the
+// caller has made and keeps (a kubelet's pod key): the store and its
+// indexes keep that string instead of making one, so that one string
+// serves both. A key that is not obj's is let go and one made.
+func (s *Server) SubmitAt(obj Object, key string) error {
+	if s.copyAll {
+		obj = obj.DeepCopyObject().(Object)
+	}
+	_, _, err := s.createAt(obj, false, key, "", false)
+	return err
+}
+
 // create is Create of an object the server may keep as it is (a copy, or
 // one the caller made for it); it returns a copy of the stored object
 // only when result is set.
@@ -546,11 +563,17 @@ func (s *Server) UpdateStatus(obj Object) (Object, error) { return s.update(obj,
 // WriteStatus is UpdateStatus for a caller that hands obj over and does
 // not need the stored copy back (a kubelet's status update): the server
 // may keep obj itself, so the caller must not use it afterwards.
-func (s *Server) WriteStatus(obj Object) error {
+func (s *Server) WriteStatus(obj Object) error { return s.WriteStatusAt(obj, "") }
+
+// WriteStatusAt is WriteStatus of an object whose key ("namespace/name")
+// the caller holds (the one it was submitted under, SubmitAt): the store
+// keeps that string instead of making another. A key that is not obj's
+// (or "") is let go and one made.
+func (s *Server) WriteStatusAt(obj Object, key string) error {
 	if s.copyAll {
 		obj = obj.DeepCopyObject().(Object)
 	}
-	_, err := s.write(obj, true, false)
+	_, err := s.writeAt(obj, true, false, key)
 	return err
 }
 
@@ -561,6 +584,12 @@ func (s *Server) update(obj Object, status bool) (Object, error) {
 // write is update of an object the server may keep as it is; it returns a
 // copy of the stored object only when result is set.
 func (s *Server) write(obj Object, status, result bool) (Object, error) {
+	return s.writeAt(obj, status, result, "")
+}
+
+// writeAt is write with the caller's key of obj: kk when it is obj's
+// ("namespace/name"), else one made here.
+func (s *Server) writeAt(obj Object, status, result bool, kk string) (Object, error) {
 	kind := KindOf(obj)
 	k, err := s.kind(kind)
 	if err != nil {
@@ -573,7 +602,10 @@ func (s *Server) write(obj Object, status, result bool) (Object, error) {
 		ns = metav1.NamespaceDefault
 		obj.SetNamespace(ns)
 	}
-	old, ok := s.objsOf(kind)[key(ns, obj.GetName())]
+	if !isKey(kk, ns, obj.GetName()) {
+		kk = key(ns, obj.GetName())
+	}
+	old, ok := s.objsOf(kind)[kk]
 	if !ok {
 		return nil, apierrors.NewNotFound(k.GroupResource(), obj.GetName())
 	}
@@ -624,7 +656,10 @@ func (s *Server) write(obj Object, status, result bool) (Object, error) {
 		}
 		return obj.DeepCopyObject().(Object), nil // no-op writes do not bump the revision
 	}
-	s.store(k, obj)
+	if obj.GetNamespace() != ns {
+		kk = key(obj.GetNamespace(), obj.GetName()) // a cluster-scoped object given a namespace: stored as it always was
+	}
+	s.storeAt(k, obj, kk)
 	s.notify(kind, watch.Modified, obj)
 	if !result {
 		return nil, nil
