@@ -3,7 +3,6 @@ package apiserver
 import (
 	"hash/maphash"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -29,14 +28,30 @@ import (
 type compactEvent struct {
 	at        time.Time  // first and last timestamp
 	created   *time.Time // creationTimestamp when it is not at (a clock that moved within Record)
-	key       string     // "namespace/name", as stored
+	ns        string     // the Event's namespace
 	name, rv  string     // the involved object's
 	uid       types.UID  // the involved object's
 	msg       string
+	nanos     int64  // the instant its name was made of: "<name>.<nanos in hex>"
 	uidN, rev uint64 // the UID is uidFor(uidN); the resourceVersion is rev
 	text      uint32 // eventTexts index
+	zeros     uint16 // the '0's its name has after the instant (the names before it were taken)
 	cluster   bool   // the involved object is cluster-scoped (no namespace)
 }
+
+// appendKey appends c's key ("namespace/name", its name
+// "<involved name>.<instant in hex>" and its zeros) to b: the key is not
+// kept, but made when needed from what it is made of.
+func (c *compactEvent) appendKey(b []byte) []byte {
+	b = strconv.AppendInt(append(append(append(append(b, c.ns...), '/'), c.name...), '.'), c.nanos, 16)
+	for range c.zeros {
+		b = append(b, '0')
+	}
+	return b
+}
+
+// key is c's key as a string.
+func (c *compactEvent) key() string { return string(c.appendKey(nil)) }
 
 // eventText is what many Events share: the involved object's kind, the
 // Event's type, its component and its reason.
@@ -78,6 +93,7 @@ type compactStore struct {
 	byHash map[uint64]uint32
 	more   map[string]uint32
 	hash   func([]byte) uint64
+	buf    []byte // scratch space for a key made to compare
 }
 
 // compactSlab is the number of compact Events in one slab.
@@ -100,7 +116,9 @@ func (c *compactStore) lookup(b []byte) (e *compactEvent, h uint64, free bool) {
 	h = c.hash(b)
 	i, held := c.byHash[h]
 	if held {
-		if e := c.at(i); e.key == string(b) {
+		e := c.at(i)
+		c.buf = e.appendKey(c.buf[:0])
+		if string(c.buf) == string(b) {
 			return e, h, false
 		}
 	}
@@ -118,11 +136,12 @@ func (c *compactStore) find(k string) (*compactEvent, bool) {
 	return e, e != nil
 }
 
-// add stores e, whose key no compact Event has; h and free are what
-// lookup of its key gave.
-func (c *compactStore) add(e compactEvent, h uint64, free bool) {
+// add stores e, whose key no compact Event has, and returns its place;
+// h and free are what lookup of its key gave.
+func (c *compactStore) add(e compactEvent, h uint64, free bool) uint32 {
 	if c.n == 0 {
-		h, free = c.hash(unsafe.Slice(unsafe.StringData(e.key), len(e.key))), true
+		c.buf = e.appendKey(c.buf[:0])
+		h, free = c.hash(c.buf), true
 	}
 	if c.n%compactSlab == 0 {
 		c.slabs = append(c.slabs, make([]compactEvent, 0, compactSlab))
@@ -135,12 +154,13 @@ func (c *compactStore) add(e compactEvent, h uint64, free bool) {
 	}
 	if free {
 		c.byHash[h] = i
-		return
+		return i
 	}
 	if c.more == nil {
 		c.more = map[string]uint32{}
 	}
-	c.more[e.key] = i
+	c.more[e.key()] = i
+	return i
 }
 
 // all yields the compact Events in the order recorded.
@@ -159,15 +179,13 @@ func (c *compactStore) reset() { c.slabs, c.n, c.byHash, c.more = nil, 0, nil, n
 
 // dedup is the correlator's key of the compact Event c.
 func (s *Server) dedup(c *compactEvent) eventDedup {
-	k := c.key
-	return eventDedup{c.uid, k[:strings.IndexByte(k, '/')], s.eventTexts[c.text].reason, c.msg}
+	return eventDedup{c.uid, c.ns, s.eventTexts[c.text].reason, c.msg}
 }
 
-// event is the Event c stands for, as createAt stores what Record hands
-// it.
-func (s *Server) event(c *compactEvent) *corev1.Event {
-	k := c.key
-	ns := k[:strings.IndexByte(k, '/')]
+// event is the Event c stands for, whose key is k (c.key()), as
+// createAt stores what Record hands it.
+func (s *Server) event(c *compactEvent, k string) *corev1.Event {
+	ns := c.ns
 	t := s.eventTexts[c.text]
 	ik, _ := LookupKind(t.kind)
 	ins := ns
@@ -214,12 +232,17 @@ func (s *Server) expandEvents() {
 		m = make(map[string]Object, s.compact.n)
 		s.objs["Event"] = m
 	}
+	i := uint32(0)
 	for c := range s.compact.all {
-		ev := s.event(c)
-		s.reindex("Event", c.key, nil, ev)
-		m[c.key] = ev
+		k := c.key()
+		ev := s.event(c, k)
+		s.reindex("Event", k, nil, ev)
+		m[k] = ev
+		s.events.expanded(c, i, k)
+		i++
 	}
 	s.compact.reset()
+	s.events.compactReset()
 }
 
 // EagerEvents makes Record store every Event in full as it is recorded,

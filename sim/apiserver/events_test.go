@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -22,8 +23,10 @@ import (
 // and returns what every read in it saw, the largest number of compact
 // Events the server held before a read, and the largest number of them
 // kept in the compact store's more (their key's hash held by another).
-// A non-nil hash replaces the compact store's.
-func eventScript(t *testing.T, seed uint64, eager, autoClock bool, hash func([]byte) uint64) (string, int, int) {
+// A non-nil hash replaces the compact store's, a non-nil dedupHash the
+// event correlator's; observe, if set, is shown the correlator's index
+// after every operation.
+func eventScript(t *testing.T, seed uint64, eager, autoClock bool, hash func([]byte) uint64, dedupHash func(eventDedup) uint64, observe func(*eventIndex)) (string, int, int) {
 	t.Helper()
 	var now time.Duration
 	clock := func() time.Time {
@@ -39,6 +42,10 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool, hash func([]b
 	}
 	if hash != nil {
 		s.compact.hash = hash
+	}
+	if dedupHash != nil {
+		s.dedupHash = dedupHash
+		s.events = newEventIndex(s)
 	}
 	rng := rand.New(rand.NewPCG(seed, 9))
 	var out strings.Builder
@@ -93,7 +100,7 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool, hash func([]b
 			keys = append(keys, k)
 		}
 		for c := range s.compact.all {
-			keys = append(keys, c.key)
+			keys = append(keys, c.key())
 		}
 		if len(keys) == 0 {
 			return "", "", false
@@ -105,6 +112,9 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool, hash func([]b
 	var stop bool
 	for i := range 200 {
 		before, moreBefore = s.compact.n, len(s.compact.more)
+		if observe != nil {
+			observe(s.events)
+		}
 		switch op := rng.IntN(40); {
 		case op < 20:
 			record()
@@ -198,8 +208,8 @@ func eventScript(t *testing.T, seed uint64, eager, autoClock bool, hash func([]b
 func TestCompactEventsReadAsRecorded(t *testing.T) {
 	for seed := range uint64(16) {
 		for _, auto := range []bool{false, true} {
-			want, _, _ := eventScript(t, seed, true, auto, nil)
-			got, most, _ := eventScript(t, seed, false, auto, nil)
+			want, _, _ := eventScript(t, seed, true, auto, nil, nil, nil)
+			got, most, _ := eventScript(t, seed, false, auto, nil, nil, nil)
 			require.Equal(t, want, got, "seed %d, clock moving at every reading %v", seed, auto)
 			require.Positive(t, most, "seed %d: no read found compact Events", seed)
 		}
@@ -215,13 +225,36 @@ func TestCompactEventsCollidingHashes(t *testing.T) {
 	collide := func(b []byte) uint64 { return uint64(len(b) % 2) }
 	for seed := range uint64(16) {
 		for _, auto := range []bool{false, true} {
-			want, _, _ := eventScript(t, seed, true, auto, nil)
-			got, most, more := eventScript(t, seed, false, auto, collide)
+			want, _, _ := eventScript(t, seed, true, auto, nil, nil, nil)
+			got, most, more := eventScript(t, seed, false, auto, collide, nil, nil)
 			require.Equal(t, want, got, "seed %d, clock moving at every reading %v", seed, auto)
 			require.Positive(t, most, "seed %d: no read found compact Events", seed)
 			require.Positive(t, more, "seed %d: no compact Event was kept in more", seed)
 		}
 	}
+}
+
+// The correlator finds an event by its dedup key's hash, and a dedup key
+// whose hash another holds in more: with a hash that gives every dedup
+// key one of two values, Events recorded compactly still read as those
+// stored in full (every repeat counted on the event it repeats), with
+// compact Events and Events in full in more.
+func TestEventIndexCollidingHashes(t *testing.T) {
+	collide := func(dk eventDedup) uint64 { return uint64(len(dk.reason) % 2) }
+	var compactMore, fullMore int
+	for seed := range uint64(16) {
+		for _, auto := range []bool{false, true} {
+			want, _, _ := eventScript(t, seed, true, auto, nil, collide, nil)
+			got, most, _ := eventScript(t, seed, false, auto, nil, collide, func(x *eventIndex) {
+				compactMore = max(compactMore, len(x.moreCompact))
+				fullMore = max(fullMore, len(x.more))
+			})
+			require.Equal(t, want, got, "seed %d, clock moving at every reading %v", seed, auto)
+			require.Positive(t, most, "seed %d: no read found compact Events", seed)
+		}
+	}
+	require.Positive(t, compactMore, "no compact Event was kept in more")
+	require.Positive(t, fullMore, "no Event in full was kept in more")
 }
 
 // A compact Event expanded is the object Record stores in full, field by
@@ -245,10 +278,50 @@ func TestCompactEventIsTheRecorded(t *testing.T) {
 	require.Zero(t, full.compact.n)
 	require.Equal(t, 1, compact.compact.n, "the repeat expanded the first; the third is compact")
 	c := compact.compact.at(0)
-	want := full.objs["Event"][c.key].(*corev1.Event)
-	got := compact.event(c)
+	want := full.objs["Event"][c.key()].(*corev1.Event)
+	got := compact.event(c, c.key())
 	require.True(t, apiequality.Semantic.DeepEqual(want, got), "%#v\n%#v", want, got)
 	require.Equal(t, *want, *got)
 	require.Equal(t, full.List("Event", ""), compact.List("Event", ""))
 	require.Zero(t, compact.compact.n)
+}
+
+// A repeat of a compact Event recorded after a read expanded it (its
+// correlator entry then names it by key) counts on it, as a repeat of an
+// Event stored in full does; so does one after a transaction aborted
+// (the correlator rebuilt from the store, compact Events by place).
+func TestRepeatAfterExpansion(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		mk := func(eager bool) *Server {
+			s, err := New(Config{}, func() time.Time { return Epoch.Add(3 * time.Second) }, rand.New(rand.NewPCG(1, 2)))
+			require.NoError(t, err)
+			if eager {
+				s.EagerEvents()
+			}
+			for _, n := range []string{"a", "b"} {
+				require.NoError(t, s.Submit(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "default"},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}}}))
+			}
+			for _, n := range []string{"a", "b"} {
+				p, _ := s.Peek("Pod", "default", n)
+				s.Record(p, "kubelet", corev1.EventTypeNormal, "Started", "Started container c")
+			}
+			if abort {
+				s.Begin()
+				s.Abort()
+			} else {
+				s.List("Event", "")
+			}
+			for _, n := range []string{"b", "a", "a"} {
+				p, _ := s.Peek("Pod", "default", n)
+				s.Record(p, "kubelet", corev1.EventTypeNormal, "Started", "Started container c")
+			}
+			return s
+		}
+		full, compact := mk(true), mk(false)
+		evs := compact.List("Event", "")
+		require.Equal(t, full.List("Event", ""), evs)
+		require.Len(t, evs, 2)
+		assert.Equal(t, []int32{3, 2}, []int32{evs[0].(*corev1.Event).Count, evs[1].(*corev1.Event).Count}, "abort %v", abort)
+	}
 }

@@ -15,12 +15,12 @@ package apiserver
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +93,8 @@ type Server struct {
 	eventTextIdx map[eventText]uint32
 	// eager: Events are stored in full as they are recorded (EagerEvents).
 	eager bool
+	// dedupHash, set by tests, replaces the event correlator's hash.
+	dedupHash func(eventDedup) uint64
 }
 
 // madeIDs is the text nextIDs made (UID then resourceVersion, the UID's
@@ -806,17 +808,25 @@ func (s *Server) Abort() {
 	s.events = newEventIndex(s)
 	// The events recorded compactly before Begin are not undone (a
 	// transaction records in full): their keys are indexed with the rest.
-	keys := slices.Collect(maps.Keys(s.objs["Event"]))
-	for c := range s.compact.all {
-		keys = append(keys, c.key)
+	type entry struct {
+		key  string
+		slot int // the compact Event's place, -1 for one stored in full
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if o, ok := s.objs["Event"][k]; ok {
-			s.events.set(eventKey(o.(*corev1.Event)), k)
+	var entries []entry
+	for k := range s.objs["Event"] {
+		entries = append(entries, entry{k, -1})
+	}
+	i := 0
+	for c := range s.compact.all {
+		entries = append(entries, entry{c.key(), i})
+		i++
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range entries {
+		if e.slot < 0 {
+			s.events.set(eventKey(s.objs["Event"][e.key].(*corev1.Event)), evRef{key: e.key})
 		} else {
-			c, _ := s.compact.find(k)
-			s.events.set(s.dedup(c), k)
+			s.events.set(s.dedup(s.compact.at(uint32(e.slot))), evRef{slot: uint32(e.slot), compact: true})
 		}
 	}
 }

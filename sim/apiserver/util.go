@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -82,10 +83,14 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	now := metav1.NewTime(s.Now())
 	dk := eventDedup{obj.GetUID(), ns, reason, message}
 	h := s.events.hash(dk)
-	name, ok, slotFree := s.events.findAt(h, dk)
+	r, ok, slotFree := s.events.findAt(h, dk)
 	if ok {
-		if _, pending := s.compact.find(name); pending {
+		name := r.key
+		if r.compact {
+			name = s.compact.at(r.slot).key()
 			s.expandEvents() // a repeat: written as an update, in full
+		} else if _, pending := s.compact.find(name); pending {
+			s.expandEvents()
 		}
 		if o, ok := s.objs["Event"][name]; ok {
 			c := o.(*corev1.Event).DeepCopy()
@@ -99,11 +104,13 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	// The name is "<object>.<now in ns, hex>" and the key it is stored
 	// under "<namespace>/<name>": the key is made in the scratch buffer,
 	// probed there (looking a map up by string(bytes) makes no string),
-	// made one string, and the name is its tail.
+	// made one string, and the name is its tail (a compact Event keeps
+	// what it is made of instead).
+	nanos := s.Now().UnixNano()
 	b := append(append(s.keyBuf[:0], ns...), '/')
-	b = strconv.AppendInt(append(append(b, obj.GetName()...), '.'), s.Now().UnixNano(), 16)
+	b = strconv.AppendInt(append(append(b, obj.GetName()...), '.'), nanos, 16)
 	base := len(b)
-	if t := &s.evTaken; t.rev == s.rev && t.base == string(b) {
+	if t := &s.evTaken; t.rev == s.rev && string(t.base) == string(b) {
 		// The last event recorded, with nothing written since, took
 		// this name or one of its zeros: those before it are taken.
 		for range t.n {
@@ -128,23 +135,22 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 		// transaction can undo it, its metadata is valid (else the key
 		// made here is let go, and the Event stored in full).
 		s.keyBuf = b
-		kk := string(b)
-		if text, ok := s.eventTextOf(eventText{kind, eventType, component, reason}); ok && isDNSSubdomain(kk[len(ns)+1:]) {
+		if text, ok := s.eventTextOf(eventText{kind, eventType, component, reason}); ok && isDNSSubdomain(unsafe.String(&b[len(ns)+1], klen-len(ns)-1)) {
 			if s.compact.hash == nil {
 				s.compact = newCompactStore()
 			}
 			s.made = madeIDs{}
 			s.uids++
 			s.rev++
-			c := compactEvent{at: now.Time, key: kk, name: obj.GetName(), rv: obj.GetResourceVersion(), uid: obj.GetUID(), msg: message,
-				uidN: s.uids, rev: s.rev, text: text, cluster: obj.GetNamespace() == ""}
+			c := compactEvent{at: now.Time, ns: ns, name: obj.GetName(), rv: obj.GetResourceVersion(), uid: obj.GetUID(), msg: message,
+				nanos: nanos, zeros: uint16(klen - base), uidN: s.uids, rev: s.rev, text: text, cluster: obj.GetNamespace() == ""}
 			if created := s.Now(); created != now.Time {
 				c.created = new(time.Time) // only here: &created would move every created to the heap
 				*c.created = created
 			}
-			s.compact.add(c, kh, khFree)
-			s.events.setAt(h, dk, kk, slotFree)
-			s.evTaken = evTaken{base: kk[:base], n: klen - base + 1, rev: s.rev}
+			i := s.compact.add(c, kh, khFree)
+			s.events.setAt(h, dk, evRef{slot: i, compact: true}, slotFree)
+			s.evTaken.set(b[:base], klen-base+1, s.rev)
 			return
 		}
 	}
@@ -166,17 +172,22 @@ func (s *Server) Record(obj Object, component, eventType, reason, message string
 	if _, _, err := s.createAt(ev, false, kk, all[klen:], true); err != nil {
 		panic(fmt.Sprintf("apiserver: recording event: %v", err))
 	}
-	s.events.setAt(h, dk, kk, slotFree)
-	s.evTaken = evTaken{base: kk[:base], n: klen - base + 1, rev: s.rev}
+	s.events.setAt(h, dk, evRef{key: kk}, slotFree)
+	s.evTaken.set(b[:base], klen-base+1, s.rev)
 }
 
 // evTaken is what the last Record found of the names at its instant:
 // the name base and the n names after it (each one more '0') are taken,
 // as long as the store is at revision rev (nothing written since).
 type evTaken struct {
-	base string
+	base []byte
 	n    int
 	rev  uint64
+}
+
+// set records that base and the n-1 names after it are taken at rev.
+func (t *evTaken) set(base []byte, n int, rev uint64) {
+	t.base, t.n, t.rev = append(t.base[:0], base...), n, rev
 }
 
 // eventDedup is what the event correlator counts repeats by: the
@@ -190,87 +201,206 @@ func eventKey(ev *corev1.Event) eventDedup {
 	return eventDedup{ev.InvolvedObject.UID, ev.Namespace, ev.Reason, ev.Message}
 }
 
-// eventIndex is the correlator's memory: the key ("namespace/name") of
-// the event recorded last for each dedup key. It is kept by a 64-bit hash
+// eventIndex is the correlator's memory: the event recorded last for
+// each dedup key, by its key ("namespace/name"), or by its place in the
+// compact store while it is compact (evRef). It is kept by a 64-bit hash
 // of the dedup key, and an entry is taken only when the stored event it
 // names has that dedup key (a dedup key whose hash another one holds is
-// kept in more): an entry of one word and one string instead of five
-// strings, for the 450,000 events of 150,000 pods. The answers do not
-// depend on the hash (its seed is random): only where a key is kept.
+// kept in more): an entry of one word and, for a compact Event, a place
+// (no pointer for the collector to follow, no key string kept) instead of
+// five strings, for the 450,000 events of 150,000 pods. A hash is held by
+// one entry, of byHash or of compact; a dedup key in more is in one of
+// more and moreCompact. The answers do not depend on the hash (its seed
+// is random): only where a key is kept.
 type eventIndex struct {
-	s      *Server
-	hash   func(eventDedup) uint64
-	byHash map[uint64]string
-	more   map[eventDedup]string
+	s           *Server
+	hash        func(eventDedup) uint64
+	byHash      map[uint64]string
+	compact     map[uint64]uint32
+	more        map[eventDedup]string
+	moreCompact map[eventDedup]uint32
+}
+
+// evRef names an event: the compact Event at place slot of the compact
+// store, or the event stored under key.
+type evRef struct {
+	key     string
+	slot    uint32
+	compact bool
 }
 
 func newEventIndex(s *Server) *eventIndex {
 	seed := maphash.MakeSeed()
-	return &eventIndex{s: s, hash: func(dk eventDedup) uint64 { return maphash.Comparable(seed, dk) }, byHash: map[uint64]string{}}
+	hash := s.dedupHash
+	if hash == nil {
+		hash = func(dk eventDedup) uint64 { return maphash.Comparable(seed, dk) }
+	}
+	return &eventIndex{s: s, hash: hash, byHash: map[uint64]string{}, compact: map[uint64]uint32{}}
 }
 
-// holds reports whether the stored event under key k has dedup key dk.
-func (x *eventIndex) holds(k string, dk eventDedup) bool {
-	if o, ok := x.s.objs["Event"][k]; ok {
+// holds reports whether the stored event r names has dedup key dk.
+func (x *eventIndex) holds(r evRef, dk eventDedup) bool {
+	if r.compact {
+		return x.s.dedup(x.s.compact.at(r.slot)) == dk
+	}
+	if o, ok := x.s.objs["Event"][r.key]; ok {
 		return eventKey(o.(*corev1.Event)) == dk
 	}
-	c, ok := x.s.compact.find(k)
+	c, ok := x.s.compact.find(r.key)
 	return ok && x.s.dedup(c) == dk
 }
 
-// heldByOther reports whether the stored event under key k has a dedup
-// key other than dk.
-func (x *eventIndex) heldByOther(k string, dk eventDedup) bool {
-	if o, ok := x.s.objs["Event"][k]; ok {
+// heldByOther reports whether the stored event r names has a dedup key
+// other than dk.
+func (x *eventIndex) heldByOther(r evRef, dk eventDedup) bool {
+	if r.compact {
+		return x.s.dedup(x.s.compact.at(r.slot)) != dk
+	}
+	if o, ok := x.s.objs["Event"][r.key]; ok {
 		return eventKey(o.(*corev1.Event)) != dk
 	}
-	c, ok := x.s.compact.find(k)
+	c, ok := x.s.compact.find(r.key)
 	return ok && x.s.dedup(c) != dk
 }
 
-// find returns the key of the event recorded for dk (one that may have
-// been deleted since, as the correlator's cache may hold), if any.
-func (x *eventIndex) find(dk eventDedup) (string, bool) {
-	k, ok, _ := x.findAt(x.hash(dk), dk)
-	return k, ok
+// holder is the entry holding hash h, if any.
+func (x *eventIndex) holder(h uint64) (evRef, bool) {
+	if i, ok := x.compact[h]; ok {
+		return evRef{slot: i, compact: true}, true
+	}
+	k, ok := x.byHash[h]
+	return evRef{key: k}, ok
+}
+
+// hold makes r the entry holding hash h.
+func (x *eventIndex) hold(h uint64, r evRef) {
+	if r.compact {
+		x.compact[h] = r.slot
+		if len(x.byHash) > 0 {
+			delete(x.byHash, h)
+		}
+		return
+	}
+	x.byHash[h] = r.key
+	if len(x.compact) > 0 {
+		delete(x.compact, h)
+	}
+}
+
+// inMore is dk's entry in more, if any.
+func (x *eventIndex) inMore(dk eventDedup) (evRef, bool) {
+	if i, ok := x.moreCompact[dk]; ok {
+		return evRef{slot: i, compact: true}, true
+	}
+	k, ok := x.more[dk]
+	return evRef{key: k}, ok
+}
+
+// setMore makes r dk's entry in more.
+func (x *eventIndex) setMore(dk eventDedup, r evRef) {
+	x.dropMore(dk)
+	if r.compact {
+		if x.moreCompact == nil {
+			x.moreCompact = map[eventDedup]uint32{}
+		}
+		x.moreCompact[dk] = r.slot
+		return
+	}
+	if x.more == nil {
+		x.more = map[eventDedup]string{}
+	}
+	x.more[dk] = r.key
+}
+
+// dropMore deletes dk's entry in more.
+func (x *eventIndex) dropMore(dk eventDedup) {
+	if len(x.more) > 0 {
+		delete(x.more, dk)
+	}
+	if len(x.moreCompact) > 0 {
+		delete(x.moreCompact, dk)
+	}
+}
+
+// same reports whether a and b name the same event.
+func (x *eventIndex) same(a, b evRef) bool {
+	if a.compact != b.compact {
+		// A compact Event and a key: the same when it is its key.
+		if a.compact {
+			a, b = b, a
+		}
+		c, ok := x.s.compact.find(a.key)
+		return ok && c == x.s.compact.at(b.slot)
+	}
+	if a.compact {
+		return a.slot == b.slot
+	}
+	return a.key == b.key
+}
+
+// find returns the event recorded for dk (one that may have been deleted
+// since, as the correlator's cache may hold), if any.
+func (x *eventIndex) find(dk eventDedup) (evRef, bool) {
+	r, ok, _ := x.findAt(x.hash(dk), dk)
+	return r, ok
 }
 
 // findAt is find of dk, whose hash is h; free reports that no dedup key
 // holds h (setAt then need not look again).
-func (x *eventIndex) findAt(h uint64, dk eventDedup) (k string, ok, free bool) {
-	k, held := x.byHash[h]
-	if held && x.holds(k, dk) {
-		return k, true, false
+func (x *eventIndex) findAt(h uint64, dk eventDedup) (r evRef, ok, free bool) {
+	r, held := x.holder(h)
+	if held && x.holds(r, dk) {
+		return r, true, false
 	}
-	if x.more != nil {
-		k, ok = x.more[dk]
-	}
-	return k, ok, !held
+	r, ok = x.inMore(dk)
+	return r, ok, !held
 }
 
-// set records k as the event for dk.
-func (x *eventIndex) set(dk eventDedup, k string) { x.setAt(x.hash(dk), dk, k, false) }
+// set records r as the event for dk.
+func (x *eventIndex) set(dk eventDedup, r evRef) { x.setAt(x.hash(dk), dk, r, false) }
 
 // setAt is set of dk, whose hash is h; free: findAt found h free, and
 // nothing was set since.
-func (x *eventIndex) setAt(h uint64, dk eventDedup, k string, free bool) {
+func (x *eventIndex) setAt(h uint64, dk eventDedup, r evRef, free bool) {
 	if free {
-		x.byHash[h] = k
-		delete(x.more, dk)
+		x.hold(h, r)
+		x.dropMore(dk)
 		return
 	}
-	if old, ok := x.byHash[h]; ok && old != k {
+	if old, ok := x.holder(h); ok && !x.same(old, r) {
 		if x.heldByOther(old, dk) {
 			// Another dedup key's event holds the hash.
-			if x.more == nil {
-				x.more = map[eventDedup]string{}
-			}
-			x.more[dk] = k
+			x.setMore(dk, r)
 			return
 		}
 	}
-	x.byHash[h] = k
-	delete(x.more, dk)
+	x.hold(h, r)
+	x.dropMore(dk)
+}
+
+// expanded makes the entries naming the compact Event c, at place slot,
+// name it by its key k: it is stored in full now (expandEvents).
+func (x *eventIndex) expanded(c *compactEvent, slot uint32, k string) {
+	dk := x.s.dedup(c)
+	h := x.hash(dk)
+	if i, ok := x.compact[h]; ok && i == slot {
+		delete(x.compact, h)
+		x.byHash[h] = k
+	}
+	if i, ok := x.moreCompact[dk]; ok && i == slot {
+		delete(x.moreCompact, dk)
+		if x.more == nil {
+			x.more = map[eventDedup]string{}
+		}
+		x.more[dk] = k
+	}
+}
+
+// compactReset forgets every entry naming a compact Event (the compact
+// store is empty: expanded names them all by key).
+func (x *eventIndex) compactReset() {
+	clear(x.compact)
+	x.moreCompact = nil
 }
 
 // EventsFor returns the events about the object of kind namespace/name,
