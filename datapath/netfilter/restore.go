@@ -774,10 +774,17 @@ func (nf *Netfilter) Restore(input string, opts RestoreOptions) error {
 }
 
 func (nf *Netfilter) restore(input string, opts RestoreOptions) error {
+	return nf.restoreLines(strings.Split(input, "\n"), opts)
+}
+
+// restoreLines is restore of the input whose lines (split at "\n") are
+// lines: a caller holding an input by its lines (patchShared's scratch
+// restore of the chains kube-proxy wrote anew) restores them without
+// writing them out and splitting them again.
+func (nf *Netfilter) restoreLines(lines []string, opts RestoreOptions) error {
 	var done []*staged
 	var cur *staged
 	curLine, curText := 0, ""
-	lines := strings.Split(input, "\n")
 	for i, raw := range lines {
 		ln := i + 1
 		text := strings.TrimRight(raw, "\r")

@@ -973,15 +973,25 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 		return nil
 	}
 	nf.tables[table] = t
-	var b strings.Builder
-	b.WriteString("*" + table + "\n")
+	// The scratch input, by its lines (restoreLines): "*table", the
+	// changed chains declared, their rules, "COMMIT", as the text
+	// "*table\n:NAME - [0:0]\n...-A NAME ...\nCOMMIT\n" splits (its last,
+	// empty line included), not written out and split again.
+	n := 3 + len(changed)
 	for _, name := range changed {
-		b.WriteString(":" + name + " - [0:0]\n")
+		n += len(lines[name])
+	}
+	scratch := make([]string, 0, n)
+	scratch = append(scratch, "*"+table)
+	for _, name := range changed {
+		scratch = append(scratch, ":"+name+" - [0:0]")
 	}
 	for _, name := range changed {
 		for _, line := range lines[name] {
-			b.WriteString(line)
-			b.WriteByte('\n')
+			if strings.IndexByte(line, '\n') >= 0 {
+				return nil // the text would split it: compiled in full
+			}
+			scratch = append(scratch, line)
 			for tok := range strings.FieldsSeq(line) {
 				if pc := prev.chains[tok]; pc != nil && !isChanged[tok] && !deleted[tok] && t.chains[tok] == nil {
 					t.chains[tok] = &Chain{Name: tok}
@@ -989,9 +999,9 @@ func patchShared(table string, prev *Shared, input string, declared map[string]b
 			}
 		}
 	}
-	b.WriteString("COMMIT\n")
-	if err := nf.Restore(b.String(), RestoreOptions{Noflush: true, Counters: true}); err != nil || t.base != nil {
-		return nil
+	scratch = append(scratch, "COMMIT", "")
+	if err := nf.restoreLines(scratch, RestoreOptions{Noflush: true, Counters: true}); err != nil || t.base != nil {
+		return nil // errDetach included: the scratch table has no base
 	}
 	repl := make(map[string]*Chain, len(affected))
 	for _, name := range changed {

@@ -1005,3 +1005,36 @@ func TestCompileSharedLikeSameInputAgain(t *testing.T) {
 		prev = got
 	}
 }
+
+// TestPatchSharedLineWithNewline: patchShared restores the chains written
+// anew by their lines, not their text; a line holding a newline (which
+// the text would split into two lines) is not patched but compiled in
+// full, so the result is still the text's: here a restore error.
+func TestPatchSharedLineWithNewline(t *testing.T) {
+	base, err := CompileShared(NAT, nil, kubeProxyInput(2, false))
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		line  string
+		patch bool
+	}{
+		{"one line", "-A KUBE-SVC-X -m comment --comment a -j KUBE-SEP-1", true},
+		{"a newline inside", "-A KUBE-SVC-X -m comment --comment a\n-j KUBE-SEP-1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			top := base.lines["KUBE-SERVICES"]
+			lines := map[string][]string{"KUBE-SERVICES": top, "KUBE-SVC-X": {tt.line}}
+			declared := map[string]bool{"KUBE-SERVICES": true, "KUBE-SVC-X": true}
+			s := patchShared(NAT, base, "", declared, lines, nil)
+			assert.Equal(t, tt.patch, s != nil)
+			in := ChainLines{Lines: lines, Declared: declared, Text: func() string {
+				return "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-X - [0:0]\n" + strings.Join(top, "\n") + "\n" + tt.line + "\nCOMMIT\n"
+			}}
+			_, err := CompileSharedLines(NAT, base, base, in)
+			_, want := CompileSharedLike(NAT, base, base, in.Text())
+			assert.Equal(t, want, err)
+			assert.Equal(t, !tt.patch, err != nil)
+		})
+	}
+}
