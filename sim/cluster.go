@@ -146,6 +146,7 @@ type Cluster struct {
 	externals       []*Host
 	texts           map[textKey]string // the kubelet's texts, by word (text)
 	podMemo         podMemo            // what podObject and podSpecOf made last
+	arena           textArena          // the pods' keys and IDs (textArena)
 	segments        []*datapath.Segment
 	cidrs           *nodeipam.CIDRSet
 	nextCID         int
@@ -659,7 +660,7 @@ func (c *Cluster) AddPod(spec PodSpec) (*Pod, error) {
 			return nil, &ConfigError{Object: obj, Msg: err.Error()}
 		}
 	}
-	if err := c.submitPod(spec, spec.Namespace+"/"+spec.Name); err != nil {
+	if err := c.submitPod(spec, c.podKey(spec)); err != nil {
 		return nil, &ConfigError{Object: obj, Msg: err.Error()}
 	}
 	if err := c.Settle(); err != nil {
@@ -699,7 +700,7 @@ func (c *Cluster) AddPods(specs []PodSpec) ([]*Pod, error) {
 		if spec.Name == "" {
 			return nil, &ConfigError{Object: "pod", Field: "metadata.name", Msg: "required"}
 		}
-		k := spec.Namespace + "/" + spec.Name
+		k := c.podKey(*spec)
 		keys[i] = k
 		if c.podByName[k] != nil || seen[k] {
 			return nil, &ConfigError{Object: "pod " + k, Msg: "already exists"}
@@ -783,7 +784,7 @@ func isPodKey(k, namespace, name string) bool {
 // their ports.
 func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod, key string) (*Pod, error) {
 	c.nextCID++
-	p := &Pod{Spec: spec, Node: n, ContainerID: containerID(uint64(c.nextCID) * 0x9e3779b97f4a7c15), Object: obj}
+	p := &Pod{Spec: spec, Node: n, ContainerID: c.containerID(uint64(c.nextCID) * 0x9e3779b97f4a7c15), Object: obj}
 	name := key // the sandbox's name and podByName's key: one string, the kubelet's key
 	if !isPodKey(name, spec.Namespace, spec.Name) {
 		name = p.Name()
@@ -835,19 +836,31 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod, key string) (*P
 	return p, nil
 }
 
-// containerID is v as 64 hex digits, zero-padded (a 256-bit container
-// ID whose high bits are zero), as "%064x" prints it.
-func containerID(v uint64) string {
+// podKey is spec's key, "namespace/name" (made in the arena).
+func (c *Cluster) podKey(spec PodSpec) string {
+	var buf [96]byte
+	return c.arena.text(append(append(append(buf[:0], spec.Namespace...), '/'), spec.Name...))
+}
+
+// containerID is containerID(v) made in the arena.
+func (c *Cluster) containerID(v uint64) string {
 	var b [64]byte
-	for i := range b {
-		b[i] = '0'
-	}
+	return c.arena.text(appendContainerID(b[:0], v))
+}
+
+// appendContainerID appends containerID(v) to b.
+func appendContainerID(b []byte, v uint64) []byte {
+	b = append(b, "0000000000000000000000000000000000000000000000000000000000000000"...)
 	for i := len(b) - 1; v > 0; i-- {
 		b[i] = "0123456789abcdef"[v&0xf]
 		v >>= 4
 	}
-	return string(b[:])
+	return b
 }
+
+// containerID is v as 64 hex digits, zero-padded (a 256-bit container
+// ID whose high bits are zero), as "%064x" prints it.
+func containerID(v uint64) string { return string(appendContainerID(nil, v)) }
 
 // killPod stops the pod's containers and runs the CNI DEL.
 func (c *Cluster) killPod(p *Pod) {

@@ -601,7 +601,7 @@ const containerdPrefix = "containerd://"
 // ipLen bytes) and then the status.containerStatuses[i].containerID of
 // each of its n containers: "containerd://", the pod's container ID but
 // its last two digits, and i in hex (hex2).
-func podRunningIDs(p *Pod, n int) (ids string, ipLen int) {
+func (c *Cluster) podRunningIDs(p *Pod, n int) (ids string, ipLen int) {
 	var buf [128]byte
 	b := p.IP.AppendTo(buf[:0])
 	ipLen = len(b)
@@ -612,7 +612,7 @@ func podRunningIDs(p *Pod, n int) (ids string, ipLen int) {
 		}
 		b = strconv.AppendInt(b, int64(i), 16)
 	}
-	return string(b), ipLen
+	return c.arena.text(b), ipLen
 }
 
 // hex2Len is len(hex2(i)) for i >= 0.
@@ -717,7 +717,7 @@ func (c *Cluster) podRunning(pod *corev1.Pod, p *Pod, key string) {
 	st.Phase = corev1.PodRunning
 	// The pod IP and every container ID are made in one string:
 	// "<ip>containerd://<id>…".
-	ids, ipLen := podRunningIDs(p, len(pod.Spec.Containers))
+	ids, ipLen := c.podRunningIDs(p, len(pod.Spec.Containers))
 	st.PodIP, ids = ids[:ipLen], ids[ipLen:]
 	if one {
 		alloc.ips[0] = corev1.PodIP{IP: st.PodIP}

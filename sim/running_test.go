@@ -23,7 +23,7 @@ func TestRunningPodStatusIDs(t *testing.T) {
 		assert.Len(t, hex2(i), hex2Len(i), "hex2Len(%d)", i)
 	}
 	big := &Pod{IP: netip.MustParseAddr("10.244.1.17"), ContainerID: containerID(0x9e3779b97f4a7c15)}
-	ids, ipLen := podRunningIDs(big, 300)
+	ids, ipLen := (&Cluster{}).podRunningIDs(big, 300)
 	want := "10.244.1.17"
 	for i := range 300 {
 		want += "containerd://" + big.ContainerID[:62] + hex2(i)

@@ -93,6 +93,8 @@ type Server struct {
 	eventTextIdx map[eventText]uint32
 	// eager: Events are stored in full as they are recorded (EagerEvents).
 	eager bool
+	// texts holds the UIDs, resourceVersions and keys made (textArena).
+	texts textArena
 	// dedupHash, set by tests, replaces the event correlator's hash.
 	dedupHash func(eventDedup) uint64
 }
@@ -403,7 +405,8 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 		}
 	}
 	if !isKey(kk, obj.GetNamespace(), obj.GetName()) {
-		kk, free = key(obj.GetNamespace(), obj.GetName()), false
+		var buf [96]byte
+		kk, free = s.texts.text(append(append(append(buf[:0], obj.GetNamespace()...), '/'), obj.GetName()...)), false
 	}
 	if !free {
 		if _, ok := s.objsOf(kind)[kk]; ok {
@@ -428,7 +431,7 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 		var want []byte
 		want, n = s.nextIDs(buf[:0])
 		if ids != string(want) {
-			ids = string(want)
+			ids = s.texts.text(want)
 		}
 	}
 	s.made = madeIDs{}
@@ -510,7 +513,8 @@ func (s *Server) storeNew(k Kind, obj Object, kk, rv string) { s.storeRV(k, obj,
 func (s *Server) storeRV(k Kind, obj Object, kk, rv string, created bool) {
 	s.rev++
 	if rv == "" {
-		rv = strconv.FormatUint(s.rev, 10)
+		var buf [20]byte
+		rv = s.texts.text(strconv.AppendUint(buf[:0], s.rev, 10))
 	}
 	obj.SetResourceVersion(rv)
 	setTypeMeta(obj, k)
