@@ -88,38 +88,49 @@ func splitPlain(s string) []string {
 	return out
 }
 
-// splitQuoted is splitLine of a line with double quotes.
+// splitQuoted is splitLine of a line with double quotes. Its words are
+// substrings of one string of the line's characters with the quotes
+// and escapes taken out, so the line costs two allocations (that string
+// and the word slice), not one or more per word.
 func splitQuoted(s string) ([]string, error) {
-	var out []string
-	var cur strings.Builder
+	var b strings.Builder
+	b.Grow(len(s))
+	var buf [64]int
+	bounds := buf[:0] // each word's start and end in b
 	inWord, quoted, escaped := false, false, false
+	start := 0
 	for i := 0; i < len(s); i++ {
 		ch := s[i]
 		if quoted {
 			switch {
 			case escaped:
-				cur.WriteByte(ch)
+				b.WriteByte(ch)
 				escaped = false
 			case ch == '\\':
 				escaped = true
 			case ch == '"':
 				quoted = false
 			default:
-				cur.WriteByte(ch)
+				b.WriteByte(ch)
 			}
 			continue
 		}
 		switch ch {
 		case '"':
+			if !inWord {
+				start = b.Len()
+			}
 			quoted, inWord = true, true
 		case ' ', '\t', '\n', '\r':
 			if inWord {
-				out = append(out, cur.String())
-				cur.Reset()
+				bounds = append(bounds, start, b.Len())
 				inWord = false
 			}
 		default:
-			cur.WriteByte(ch)
+			if !inWord {
+				start = b.Len()
+			}
+			b.WriteByte(ch)
 			inWord = true
 		}
 	}
@@ -127,7 +138,15 @@ func splitQuoted(s string) ([]string, error) {
 		return nil, errorf("unterminated quoted string")
 	}
 	if inWord {
-		out = append(out, cur.String())
+		bounds = append(bounds, start, b.Len())
+	}
+	if len(bounds) == 0 {
+		return nil, nil
+	}
+	all := b.String()
+	out := make([]string, len(bounds)/2)
+	for i := range out {
+		out[i] = all[bounds[2*i]:bounds[2*i+1]]
 	}
 	return out, nil
 }
@@ -269,6 +288,10 @@ type ruleParser struct {
 	// arguments parsed in the same table and chain).
 	text  string
 	known bool
+	// buf, when set, is where the rule's text is saved before it is
+	// copied into its own string (a restore's scratch, so that a rule
+	// costs that one string, not a slice grown from nothing as well).
+	buf *[]byte
 }
 
 func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
@@ -493,9 +516,13 @@ func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
 			return nil, nil, errorf("Can't use -o with %s", h)
 		}
 	}
-	if rp.known {
+	switch {
+	case rp.known:
 		r.text = rp.text
-	} else {
+	case rp.buf != nil:
+		*rp.buf = r.save((*rp.buf)[:0])
+		r.text = string(*rp.buf)
+	default:
 		r.text = string(r.save(nil))
 	}
 	return r, counters, nil

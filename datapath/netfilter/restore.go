@@ -72,6 +72,9 @@ type staged struct {
 	// and chain takes the text memoized (its parse succeeded, so it is
 	// the rule Check parsed).
 	memo map[string]checkedRule
+	// text is the scratch the rules parsed save their texts in
+	// (ruleParser.buf).
+	text []byte
 }
 
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
@@ -181,7 +184,7 @@ func (st *staged) newChain(name string) error {
 }
 
 func (st *staged) parseRule(nf *Netfilter, c *Chain, words []string) (*Rule, error) {
-	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains, base: st.t.base}
+	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains, base: st.t.base, buf: &st.text}
 	if st.memo != nil {
 		if m, ok := st.memo[checkKey(st.t.Name, c.Name, words)]; ok {
 			rp.text, rp.known = m.text, true

@@ -71,3 +71,82 @@ func FuzzSplitLine(f *testing.F) {
 		require.Equal(t, quoted, words)
 	})
 }
+
+// splitQuotedByWord is splitQuoted as it was, one builder per word: the
+// reference its one-copy split is checked against.
+func splitQuotedByWord(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	inWord, quoted, escaped := false, false, false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if quoted {
+			switch {
+			case escaped:
+				cur.WriteByte(ch)
+				escaped = false
+			case ch == '\\':
+				escaped = true
+			case ch == '"':
+				quoted = false
+			default:
+				cur.WriteByte(ch)
+			}
+			continue
+		}
+		switch ch {
+		case '"':
+			quoted, inWord = true, true
+		case ' ', '\t', '\n', '\r':
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if quoted {
+		return nil, errorf("unterminated quoted string")
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+// TestSplitQuotedOneCopy: the words of a line with quotes are those the
+// word-by-word split gives, substrings of one copy of the line's
+// characters that is not the restore input.
+func TestSplitQuotedOneCopy(t *testing.T) {
+	input := `-A KUBE-SVC-X -m comment --comment "ns/svc:http -> 10.0.0.1:80" -j KUBE-SEP-Y` + "\nCOMMIT\n"
+	line := input[:strings.IndexByte(input, '\n')]
+	words, err := splitQuoted(line)
+	require.NoError(t, err)
+	want, err := splitQuotedByWord(line)
+	require.NoError(t, err)
+	require.Equal(t, want, words)
+	lo, hi := uintptrOf(input), uintptrOf(input)+uintptr(len(input))
+	first := uintptrOf(words[0])
+	for _, w := range words {
+		p := uintptrOf(w)
+		require.False(t, p >= lo && p < hi, "word %q points into the input", w)
+		require.True(t, p >= first && p < first+uintptr(len(line)), "word %q not in the one copy", w)
+	}
+}
+
+// FuzzSplitQuoted: the one-copy split gives the word-by-word split's
+// words and errors, quotes and escapes included.
+func FuzzSplitQuoted(f *testing.F) {
+	for _, s := range []string{"", `a"b c"d "e\"f" ""`, `-A X -m comment --comment "a b" -j Y`, `"`, `"\`, `x ""  "" y`, "\"\t\"\r\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		words, err := splitQuoted(s)
+		want, werr := splitQuotedByWord(s)
+		require.Equal(t, werr, err)
+		require.Equal(t, want, words)
+	})
+}
