@@ -144,9 +144,11 @@ type Cluster struct {
 	stopping        map[string]time.Duration // pod key → when its containers have stopped
 	podErrs         map[string]error         // pod key → why the kubelet could not start it
 	externals       []*Host
-	texts           map[textKey]string // the kubelet's texts, by word (text)
-	podMemo         podMemo            // what podObject and podSpecOf made last
-	arena           textArena          // the pods' keys and IDs (textArena)
+	texts           map[textKey]string  // the kubelet's texts, by word (text)
+	podMemo         podMemo             // what podObject and podSpecOf made last
+	arena           textArena           // the pods' keys and IDs (textArena)
+	arenaText       func([]byte) string // arena.text, made once
+	podChunk        []Pod               // the Pods newPod hands out next
 	segments        []*datapath.Segment
 	cidrs           *nodeipam.CIDRSet
 	nextCID         int
@@ -206,6 +208,7 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs, started: map[string]time.Duration{}, podErrs: map[string]error{}, stopping: map[string]time.Duration{},
 		svcByName: map[string]*Service{}, slices: map[string][]*discoveryv1.EndpointSlice{}}
+	c.arenaText = c.arena.text
 	if err := c.startControlPlane(); err != nil {
 		return nil, &ConfigError{Object: "cluster", Msg: err.Error()}
 	}
@@ -784,7 +787,8 @@ func isPodKey(k, namespace, name string) bool {
 // their ports.
 func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod, key string) (*Pod, error) {
 	c.nextCID++
-	p := &Pod{Spec: spec, Node: n, ContainerID: c.containerID(uint64(c.nextCID) * 0x9e3779b97f4a7c15), Object: obj}
+	p := c.newPod()
+	*p = Pod{Spec: spec, Node: n, ContainerID: c.containerID(uint64(c.nextCID) * 0x9e3779b97f4a7c15), Object: obj}
 	name := key // the sandbox's name and podByName's key: one string, the kubelet's key
 	if !isPodKey(name, spec.Namespace, spec.Name) {
 		name = p.Name()
@@ -799,7 +803,7 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod, key string) (*P
 			mtu = n.Flannel.VTEP.MTU()
 		}
 		res, err := cni.BridgeAdd(n.Host, p.Netns, p.ContainerID, cni.BridgeConf{
-			Bridge: "cni0", MTU: mtu, HairpinMode: true, IsGateway: true, IsDefaultGateway: true,
+			Bridge: "cni0", MTU: mtu, HairpinMode: true, IsGateway: true, IsDefaultGateway: true, Text: c.arenaText,
 		}, n.IPAM)
 		if err != nil {
 			//lint:ignore ST1005 the kubelet's own event text
@@ -835,6 +839,21 @@ func (c *Cluster) runPod(spec PodSpec, n *Node, obj *corev1.Pod, key string) (*P
 	n.pods = append(n.pods, p)
 	return p, nil
 }
+
+// newPod is a new zero Pod, from a chunk of podChunk: one allocation
+// for the collector per chunk of pods instead of one per pod (a chunk
+// lives while any of its pods is referenced).
+func (c *Cluster) newPod() *Pod {
+	if len(c.podChunk) == 0 {
+		c.podChunk = make([]Pod, podChunk)
+	}
+	p := &c.podChunk[0]
+	c.podChunk = c.podChunk[1:]
+	return p
+}
+
+// podChunk is the number of Pods newPod allocates at once.
+const podChunk = 64
 
 // podKey is spec's key, "namespace/name" (made in the arena).
 func (c *Cluster) podKey(spec PodSpec) string {

@@ -101,3 +101,32 @@ func TestPodKeyIsOneString(t *testing.T) {
 		assert.Same(t, tail, unsafe.StringData(o.GetName()), "%s: the stored object's name is the key's tail", k)
 	}
 }
+
+// Pods handed out from chunks (newPod) are distinct, zero and stay as
+// set while more are made; the host veths' names made in the arena read
+// as vethName makes them.
+func TestPodsFromChunks(t *testing.T) {
+	c := &Cluster{}
+	c.arenaText = c.arena.text
+	seen := map[*Pod]bool{}
+	var pods []*Pod
+	for i := range 3*podChunk + 5 {
+		p := c.newPod()
+		assert.Equal(t, Pod{}, *p, "zero")
+		assert.False(t, seen[p], "distinct")
+		seen[p] = true
+		p.ContainerID = fmt.Sprint(i)
+		pods = append(pods, p)
+	}
+	for i, p := range pods {
+		assert.Equal(t, fmt.Sprint(i), p.ContainerID)
+	}
+	cl, err := NewCluster(DefaultConfig())
+	require.NoError(t, err)
+	_, err = cl.AddNode(NodeSpec{Name: "n1", NICs: []NICSpec{{Name: "eth0", Segment: "lan",
+		Addr: netip.MustParsePrefix("192.168.1.11/24"), Gateway: netip.MustParseAddr("192.168.1.1")}}})
+	require.NoError(t, err)
+	p, err := cl.AddPod(PodSpec{Name: "a", Node: "n1"})
+	require.NoError(t, err)
+	assert.Regexp(t, `^veth[0-9a-f]{8}$`, p.HostVeth.Name)
+}

@@ -23,6 +23,10 @@ type BridgeConf struct {
 	IsGateway        bool
 	IsDefaultGateway bool
 	IPMasq           bool
+	// Text, when set, makes the strings the node keeps of b (the host
+	// veth's name) in place of string(b): the runtime's shared chunks
+	// (nil: string(b)).
+	Text func(b []byte) string
 }
 
 // Result is what ADD returns: the interfaces and the address assigned.
@@ -85,7 +89,7 @@ func BridgeAdd(host, podNS *datapath.Netns, containerID string, conf BridgeConf,
 	rng := host.Engine().Rand()
 	var hostVeth, eth0 *datapath.Device
 	for range 16 {
-		name := vethName(rng.Uint32())
+		name := vethNameText(rng.Uint32(), conf.Text)
 		if host.Device(name) != nil {
 			continue
 		}
@@ -152,11 +156,17 @@ func BridgeDel(host, podNS *datapath.Netns, containerID string, alloc *ipam.Host
 
 // vethName is "veth" and v in eight hex digits ("veth%08x"), made
 // without fmt (every pod's host-side veth is named so).
-func vethName(v uint32) string {
+func vethName(v uint32) string { return vethNameText(v, nil) }
+
+// vethNameText is vethName made by text (string when nil).
+func vethNameText(v uint32, text func([]byte) string) string {
 	b := [12]byte{'v', 'e', 't', 'h'}
 	for i := 11; i >= 4; i-- {
 		b[i] = "0123456789abcdef"[v&0xf]
 		v >>= 4
+	}
+	if text != nil {
+		return text(b[:])
 	}
 	return string(b[:])
 }
