@@ -36,3 +36,30 @@ func checkChainLines(t *testing.T, r, prev *Rules, step string) {
 	_, _, _, ok := r.ChainLinesTable("mangle", nil)
 	assert.False(t, ok, "a table kube-proxy does not write")
 }
+
+// TestTableChainWithoutMap: a port fragment's table (no declared map)
+// declares each chain once, in first-declared order, as a table with
+// the map does.
+func TestTableChainWithoutMap(t *testing.T) {
+	tests := []struct {
+		name  string
+		calls []string
+		want  []string
+	}{
+		{"none", nil, nil},
+		{"distinct", []string{"KUBE-SVC-A", "KUBE-SEP-1", "KUBE-SEP-2"}, []string{"KUBE-SVC-A", "KUBE-SEP-1", "KUBE-SEP-2"}},
+		{"repeated", []string{"KUBE-EXT-A", "KUBE-SVC-A", "KUBE-EXT-A", "KUBE-SEP-1", "KUBE-SVC-A"}, []string{"KUBE-EXT-A", "KUBE-SVC-A", "KUBE-SEP-1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			frag, full := &table{}, newTable("nat")
+			for _, c := range tt.calls {
+				frag.chain(c)
+				full.chain(c)
+			}
+			assert.Equal(t, tt.want, frag.chains)
+			assert.Equal(t, full.chains, frag.chains)
+			assert.Nil(t, frag.declared)
+		})
+	}
+}

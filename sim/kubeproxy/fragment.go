@@ -61,7 +61,9 @@ func (sp *svcPort) key() svcPortKey {
 // chains (left out by a partial sync when the Service did not change),
 // with the explanation of the port and its chains.
 type portFrag struct {
-	filter, nat *table
+	// filter and nat hold the port's rules (nat without a declared map:
+	// a port declares a few chains, found in nat.chains).
+	filter, nat table
 	// natTop: nat.rules[:natTop] are top-level chains' rules.
 	natTop int
 	spr    ServicePortRules
@@ -72,7 +74,7 @@ type portFrag struct {
 
 // port writes the rules of service port sp with endpoints allEps.
 func (g *genContext) port(sp *svcPort, allEps []*endpoint) *portFrag {
-	f := &portFrag{filter: &table{}, nat: &table{declared: map[string]bool{}}}
+	f := &portFrag{}
 	clusterEps, localEps, reachable, hasEndpoints := categorize(allEps, sp)
 	spn := sp.name
 	p := sp.lproto
@@ -208,11 +210,11 @@ func (g *genContext) port(sp *svcPort, allEps []*endpoint) *portFrag {
 
 	if usesClusterChain {
 		f.nat.chain(sp.svcChain)
-		writeServiceToEndpoints(f.nat, sp, sp.svcChain, clusterEps, g.svcComment)
+		writeServiceToEndpoints(&f.nat, sp, sp.svcChain, clusterEps, g.svcComment)
 	}
 	if usesLocalChain {
 		f.nat.chain(sp.svlChain)
-		writeServiceToEndpoints(f.nat, sp, sp.svlChain, localEps, g.svcComment)
+		writeServiceToEndpoints(&f.nat, sp, sp.svlChain, localEps, g.svcComment)
 	}
 	for _, ep := range reachable {
 		f.nat.chain(ep.chain)

@@ -224,6 +224,13 @@ func newTable(name string, builtins ...string) *table {
 }
 
 func (t *table) chain(name string) {
+	if t.declared == nil {
+		// A port's fragment: its few chains are looked through.
+		if !slices.Contains(t.chains, name) {
+			t.chains = append(t.chains, name)
+		}
+		return
+	}
 	if !t.declared[name] {
 		t.declared[name] = true
 		t.chains = append(t.chains, name)

@@ -372,7 +372,14 @@ func (t *Tracker) spliceWriting(g *genContext, write map[string]bool) *Rules {
 	r := g.begin()
 	sz := &t.sizes[1]
 	r.filter.rules = slices.Grow(r.filter.rules, sz[0])
-	r.nat.rules = slices.Grow(r.nat.rules, sz[1])
+	// The ports written add their own chains' rules to the last run's
+	// (a batch of new Services: thousands), and their rules.
+	nat := len(run.nat)
+	for _, i := range own {
+		nat += len(run.frags[i].nat.rules) - run.frags[i].natTop
+	}
+	r.nat.rules = slices.Grow(r.nat.rules, max(sz[1], nat+8))
+	r.Services = slices.Grow(r.Services, len(own))
 	r.frags = append(slices.Grow(r.frags, len(run.frags)), run.frags...)
 	r.filter.rules = append(r.filter.rules, run.filter...)
 	from := 0
