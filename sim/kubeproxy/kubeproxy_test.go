@@ -235,6 +235,15 @@ func TestValidationErrors(t *testing.T) {
 		}, nil, "endpoints[0].addresses[0]"},
 		{"endpoint no address", func(s *Snapshot) { s.EndpointSlices[0].Endpoints[0].Addresses = nil }, nil, "endpoints[0].addresses"},
 		{"slice bad protocol", func(s *Snapshot) { s.EndpointSlices[0].Ports[0].Protocol = "tcp" }, nil, "ports[0].protocol"},
+		{"slice duplicate port names", func(s *Snapshot) {
+			s.EndpointSlices[0].Ports = append(s.EndpointSlices[0].Ports, s.EndpointSlices[0].Ports[0])
+		}, nil, "ports[1].name"},
+		{"slice port out of range", func(s *Snapshot) { s.EndpointSlices[0].Ports[0].Port = 70000 }, nil, "ports[0].port"},
+		{"second endpoint loopback", func(s *Snapshot) {
+			e := s.EndpointSlices[0].Endpoints[0]
+			e.Addresses = []netip.Addr{ip("10.244.1.6"), ip("127.0.0.1")}
+			s.EndpointSlices[0].Endpoints = append(s.EndpointSlices[0].Endpoints, e)
+		}, nil, "endpoints[1].addresses[1]"},
 		{"slice missing service label", func(s *Snapshot) { s.EndpointSlices[0].ServiceName = "" }, nil, "metadata.labels[kubernetes.io/service-name]"},
 		{"duplicate service", func(s *Snapshot) { s.Services = append(s.Services, s.Services[0]) }, nil, "metadata.name"},
 		{"source ranges on ClusterIP", func(s *Snapshot) {
@@ -342,4 +351,21 @@ func TestLargeClusterDropsEndpointComments(t *testing.T) {
 	assert.Contains(t, nat, `-A KUBE-SERVICES -d 10.111.80.136/32 -p tcp -m comment --comment "net/web cluster IP"`)
 	e0 := r.Services[0].Endpoints[0]
 	assert.Contains(t, nat, "-A "+e0.Chain+" -s "+e0.Endpoint.Addr().String()+"/32 -j KUBE-MARK-MASQ\n")
+}
+
+// TestRestoreLen: restoreLen is the length of the restore line of every
+// rule the scenarios generate (restoreLine grows its builder by it once).
+func TestRestoreLen(t *testing.T) {
+	for _, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			r, err := Generate(sc.cfg, sc.snap)
+			require.NoError(t, err)
+			for _, tb := range []*table{r.filter, r.nat} {
+				for i := range tb.rules {
+					ru := &tb.rules[i]
+					assert.Equal(t, len(ru.restoreLine()), ru.restoreLen(), "%s", ru.restoreLine())
+				}
+			}
+		})
+	}
 }

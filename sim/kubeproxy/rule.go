@@ -126,11 +126,32 @@ func statistic(n int) part {
 	return match("-m statistic --mode random --probability "+r, "-m statistic --mode random --probability "+probabilitySave(r))
 }
 
+// restoreLen is the length of r's restore line (restoreLine).
+func (r *rule) restoreLen() int {
+	n := 3 + len(r.chain)
+	for _, p := range r.parts {
+		n++
+		switch p.kind {
+		case partSrc, partDst:
+			if p.neg {
+				n += 2
+			}
+			n += 3 + len(p.restore)
+		case partProto:
+			n += 7 + 2*len(p.save)
+		default:
+			n += len(p.restore)
+		}
+	}
+	return n
+}
+
 func (r *rule) restoreLine() string {
 	if r.line != "" {
 		return r.line
 	}
 	var b strings.Builder
+	b.Grow(r.restoreLen()) // one allocation
 	b.WriteString("-A ")
 	b.WriteString(r.chain)
 	for _, p := range r.parts {
@@ -149,7 +170,10 @@ func (r *rule) restoreLine() string {
 			b.WriteString("-d ")
 			b.WriteString(p.restore)
 		case partProto:
-			b.WriteString("-m " + p.save + " -p " + p.save)
+			b.WriteString("-m ")
+			b.WriteString(p.save)
+			b.WriteString(" -p ")
+			b.WriteString(p.save)
 		default:
 			b.WriteString(p.restore)
 		}

@@ -3,6 +3,7 @@ package kubeproxy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 )
 
 // ValidationError reports input the API server (or kube-proxy's
@@ -245,11 +246,13 @@ func validateService(c *Config, s *Service) error {
 }
 
 func validateSlice(s *EndpointSlice, idx int) error {
-	obj := s.Namespace + "/" + s.Name
-	if s.Name == "" {
-		obj = fmt.Sprintf("%s/<slice %d of %s>", s.Namespace, idx, s.ServiceName)
-	}
+	// The names and fields of an error are made only for one (a sync
+	// checks every slice of ten thousand Services).
 	bad := func(field, value, reason string) error {
+		obj := s.Namespace + "/" + s.Name
+		if s.Name == "" {
+			obj = fmt.Sprintf("%s/<slice %d of %s>", s.Namespace, idx, s.ServiceName)
+		}
 		return &ValidationError{Kind: "EndpointSlice", Object: obj, Field: field, Value: value, Reason: reason}
 	}
 	if s.Namespace == "" {
@@ -258,31 +261,27 @@ func validateSlice(s *EndpointSlice, idx int) error {
 	if s.ServiceName == "" {
 		return bad("metadata.labels[kubernetes.io/service-name]", "", "Required value")
 	}
-	names := map[string]bool{}
 	for i, p := range s.Ports {
-		f := fmt.Sprintf("ports[%d]", i)
-		if names[p.Name] {
-			return bad(f+".name", p.Name, "Duplicate value")
+		if slices.ContainsFunc(s.Ports[:i], func(q EndpointPort) bool { return q.Name == p.Name }) {
+			return bad(fmt.Sprintf("ports[%d].name", i), p.Name, "Duplicate value")
 		}
-		names[p.Name] = true
 		if !validProto(p.Protocol) {
-			return bad(f+".protocol", string(p.Protocol), "supported values: TCP, UDP, SCTP")
+			return bad(fmt.Sprintf("ports[%d].protocol", i), string(p.Protocol), "supported values: TCP, UDP, SCTP")
 		}
 		if p.Port < 0 || p.Port > 65535 {
-			return bad(f+".port", fmt.Sprint(p.Port), "must be between 1 and 65535, inclusive")
+			return bad(fmt.Sprintf("ports[%d].port", i), fmt.Sprint(p.Port), "must be between 1 and 65535, inclusive")
 		}
 	}
 	for i, ep := range s.Endpoints {
-		f := fmt.Sprintf("endpoints[%d]", i)
 		if len(ep.Addresses) == 0 || len(ep.Addresses) > 100 {
-			return bad(f+".addresses", fmt.Sprint(len(ep.Addresses)), "must have between 1 and 100 addresses")
+			return bad(fmt.Sprintf("endpoints[%d].addresses", i), fmt.Sprint(len(ep.Addresses)), "must have between 1 and 100 addresses")
 		}
 		for j, a := range ep.Addresses {
 			if !a.Is4() {
-				return bad(fmt.Sprintf("%s.addresses[%d]", f, j), a.String(), "must be a valid IPv4 address (addressType IPv4)")
+				return bad(fmt.Sprintf("endpoints[%d].addresses[%d]", i, j), a.String(), "must be a valid IPv4 address (addressType IPv4)")
 			}
 			if a.IsUnspecified() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() {
-				return bad(fmt.Sprintf("%s.addresses[%d]", f, j), a.String(), "may not be unspecified, loopback, link-local or multicast")
+				return bad(fmt.Sprintf("endpoints[%d].addresses[%d]", i, j), a.String(), "may not be unspecified, loopback, link-local or multicast")
 			}
 		}
 	}
