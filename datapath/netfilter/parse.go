@@ -296,6 +296,17 @@ type ruleParser struct {
 
 func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
 	r := &Rule{chain: rp.chain, smsk: 0, dmsk: 0}
+	// The matches named, at most: r.ms is made once (an implicit
+	// protocol match grows it).
+	nm := 0
+	for _, w := range words {
+		if w == "-m" || w == "--match" {
+			nm++
+		}
+	}
+	if nm > 0 {
+		r.ms = make([]match, 0, nm)
+	}
 	a := &args{v: words}
 	var counters []uint64
 	inv := false

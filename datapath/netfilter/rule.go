@@ -142,14 +142,20 @@ func (r *Rule) matchRest(c *evalCtx) bool {
 // compile prepares r for evaluation (rest, eval). It runs when the rule
 // is committed; a rule copied from a compiled one is compiled.
 func (r *Rule) compile() {
-	r.eval = r.eval[:0:0]
+	n := 0
 	for _, m := range r.ms {
 		if _, ok := m.(*commentMatch); !ok {
-			r.eval = append(r.eval, m)
+			n++
 		}
 	}
-	if len(r.eval) == 0 {
-		r.eval = nil
+	r.eval = nil
+	if n > 0 {
+		r.eval = make([]match, 0, n)
+		for _, m := range r.ms {
+			if _, ok := m.(*commentMatch); !ok {
+				r.eval = append(r.eval, m)
+			}
+		}
 	}
 	r.rest = r.in != "" || r.out != "" || r.proto != 0 || r.frag || r.eval != nil
 }
