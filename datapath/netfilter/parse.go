@@ -292,6 +292,9 @@ type ruleParser struct {
 	// copied into its own string (a restore's scratch, so that a rule
 	// costs that one string, not a slice grown from nothing as well).
 	buf *[]byte
+	// args, when set, is where the rule's words are read from (a
+	// restore's scratch; no match keeps it past its option call).
+	args *args
 }
 
 func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
@@ -307,7 +310,11 @@ func (rp *ruleParser) parse(words []string) (*Rule, []uint64, error) {
 	if nm > 0 {
 		r.ms = make([]match, 0, nm)
 	}
-	a := &args{v: words}
+	a := rp.args
+	if a == nil {
+		a = &args{}
+	}
+	*a = args{v: words}
 	var counters []uint64
 	inv := false
 	var tg *target

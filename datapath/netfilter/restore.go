@@ -75,6 +75,9 @@ type staged struct {
 	// text is the scratch the rules parsed save their texts in
 	// (ruleParser.buf).
 	text []byte
+	// args is the scratch the rules parsed read their words from
+	// (ruleParser.args).
+	args args
 }
 
 func (nf *Netfilter) stage(t *Table, opts RestoreOptions) *staged {
@@ -184,7 +187,7 @@ func (st *staged) newChain(name string) error {
 }
 
 func (st *staged) parseRule(nf *Netfilter, c *Chain, words []string) (*Rule, error) {
-	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains, base: st.t.base, buf: &st.text}
+	rp := ruleParser{nf: nf, table: st.t.Name, chain: c, chains: st.chains, base: st.t.base, buf: &st.text, args: &st.args}
 	if st.memo != nil {
 		if m, ok := st.memo[checkKey(st.t.Name, c.Name, words)]; ok {
 			rp.text, rp.known = m.text, true
