@@ -16,6 +16,7 @@ import (
 	"github.com/kubewalk/kubewalk/datapath/conntrack"
 	"github.com/kubewalk/kubewalk/datapath/netfilter"
 	"github.com/kubewalk/kubewalk/datapath/nftables"
+	"github.com/kubewalk/kubewalk/internal/textarena"
 	"github.com/kubewalk/kubewalk/sim/apiserver"
 	"github.com/kubewalk/kubewalk/sim/cni"
 	"github.com/kubewalk/kubewalk/sim/controller"
@@ -146,7 +147,7 @@ type Cluster struct {
 	externals       []*Host
 	texts           map[textKey]string  // the kubelet's texts, by word (text)
 	podMemo         podMemo             // what podObject and podSpecOf made last
-	arena           textArena           // the pods' keys and IDs (textArena)
+	arena           textarena.Arena     // the pods' keys and IDs
 	arenaText       func([]byte) string // arena.text, made once
 	podChunk        []Pod               // the Pods newPod hands out next
 	segments        []*datapath.Segment
@@ -208,7 +209,7 @@ func NewCluster(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{World: NewWorld(cfg.Seed), Config: cfg, cidrs: cidrs, started: map[string]time.Duration{}, podErrs: map[string]error{}, stopping: map[string]time.Duration{},
 		svcByName: map[string]*Service{}, slices: map[string][]*discoveryv1.EndpointSlice{}}
-	c.arenaText = c.arena.text
+	c.arenaText = c.arena.Text
 	if err := c.startControlPlane(); err != nil {
 		return nil, &ConfigError{Object: "cluster", Msg: err.Error()}
 	}
@@ -858,13 +859,13 @@ const podChunk = 64
 // podKey is spec's key, "namespace/name" (made in the arena).
 func (c *Cluster) podKey(spec PodSpec) string {
 	var buf [96]byte
-	return c.arena.text(append(append(append(buf[:0], spec.Namespace...), '/'), spec.Name...))
+	return c.arena.Text(append(append(append(buf[:0], spec.Namespace...), '/'), spec.Name...))
 }
 
 // containerID is containerID(v) made in the arena.
 func (c *Cluster) containerID(v uint64) string {
 	var b [64]byte
-	return c.arena.text(appendContainerID(b[:0], v))
+	return c.arena.Text(appendContainerID(b[:0], v))
 }
 
 // appendContainerID appends containerID(v) to b.

@@ -612,7 +612,7 @@ func (c *Cluster) podRunningIDs(p *Pod, n int) (ids string, ipLen int) {
 		}
 		b = strconv.AppendInt(b, int64(i), 16)
 	}
-	return c.arena.text(b), ipLen
+	return c.arena.Text(b), ipLen
 }
 
 // hex2Len is len(hex2(i)) for i >= 0.

@@ -107,7 +107,7 @@ func TestPodKeyIsOneString(t *testing.T) {
 // as vethName makes them.
 func TestPodsFromChunks(t *testing.T) {
 	c := &Cluster{}
-	c.arenaText = c.arena.text
+	c.arenaText = c.arena.Text
 	seen := map[*Pod]bool{}
 	var pods []*Pod
 	for i := range 3*podChunk + 5 {

@@ -30,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubewalk/kubewalk/internal/textarena"
 )
 
 // Config is what kube-apiserver is started with, as kubeadm sets it.
@@ -93,8 +95,8 @@ type Server struct {
 	eventTextIdx map[eventText]uint32
 	// eager: Events are stored in full as they are recorded (EagerEvents).
 	eager bool
-	// texts holds the UIDs, resourceVersions and keys made (textArena).
-	texts textArena
+	// texts holds the UIDs, resourceVersions and keys made.
+	texts textarena.Arena
 	// dedupHash, set by tests, replaces the event correlator's hash.
 	dedupHash func(eventDedup) uint64
 }
@@ -406,7 +408,7 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 	}
 	if !isKey(kk, obj.GetNamespace(), obj.GetName()) {
 		var buf [96]byte
-		kk, free = s.texts.text(append(append(append(buf[:0], obj.GetNamespace()...), '/'), obj.GetName()...)), false
+		kk, free = s.texts.Text(append(append(append(buf[:0], obj.GetNamespace()...), '/'), obj.GetName()...)), false
 	}
 	if !free {
 		if _, ok := s.objsOf(kind)[kk]; ok {
@@ -431,7 +433,7 @@ func (s *Server) createAt(obj Object, result bool, kk, ids string, free bool) (O
 		var want []byte
 		want, n = s.nextIDs(buf[:0])
 		if ids != string(want) {
-			ids = s.texts.text(want)
+			ids = s.texts.Text(want)
 		}
 	}
 	s.made = madeIDs{}
@@ -514,7 +516,7 @@ func (s *Server) storeRV(k Kind, obj Object, kk, rv string, created bool) {
 	s.rev++
 	if rv == "" {
 		var buf [20]byte
-		rv = s.texts.text(strconv.AppendUint(buf[:0], s.rev, 10))
+		rv = s.texts.Text(strconv.AppendUint(buf[:0], s.rev, 10))
 	}
 	obj.SetResourceVersion(rv)
 	setTypeMeta(obj, k)

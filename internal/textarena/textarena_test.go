@@ -1,4 +1,4 @@
-package sim
+package textarena
 
 import (
 	"fmt"
@@ -13,20 +13,20 @@ import (
 // made after them and whatever the caller does with its buffer next;
 // texts made one after another in a chunk lie one after another in it,
 // a long one gets its own allocation.
-func TestTextArena(t *testing.T) {
-	var a textArena
+func TestArena(t *testing.T) {
+	var a Arena
 	var texts, want []string
 	buf := make([]byte, 0, 64)
 	for i := range 3000 { // several chunks
 		buf = fmt.Appendf(buf[:0], "default/pod-%d.%x", i, i*i)
-		texts = append(texts, a.text(buf))
+		texts = append(texts, a.Text(buf))
 		want = append(want, string(buf))
 		clear(buf[:cap(buf)]) // the caller's buffer reused
 	}
-	long := strings.Repeat("x", textChunk/4+1)
-	texts, want = append(texts, a.text([]byte(long)), a.text(nil), a.text([]byte{})), append(want, long, "", "")
+	long := strings.Repeat("x", Chunk/4+1)
+	texts, want = append(texts, a.Text([]byte(long)), a.Text(nil), a.Text([]byte{})), append(want, long, "", "")
 	assert.Equal(t, want, texts)
-	first, second := a.text([]byte("ab")), a.text([]byte("cd"))
+	first, second := a.Text([]byte("ab")), a.Text([]byte("cd"))
 	assert.Equal(t, "ab", first)
 	assert.Equal(t, "cd", second)
 	assert.Equal(t, unsafe.Add(unsafe.Pointer(unsafe.StringData(first)), 2), unsafe.Pointer(unsafe.StringData(second)), "in one chunk")
