@@ -49,8 +49,8 @@ func (ns *Netns) dstSlot(dst [4]byte) *dstSlot {
 func (ns *Netns) addrClass(dst [4]byte) (local, bcast bool) {
 	s := ns.dstSlot(dst)
 	if s.agen != ns.addrGen+1 {
-		_, s.local = ns.local[dst]
-		s.bcast = ns.bcast[dst]
+		s.local = ns.local.has(dst)
+		s.bcast = ns.bcast.has(dst)
 		s.agen = ns.addrGen + 1
 	}
 	return s.local, s.bcast

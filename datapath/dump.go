@@ -142,7 +142,7 @@ func (ns *Netns) IPAddr() string {
 // IPLink prints one device as `ip link show dev NAME` (or `ip -d link
 // show` when detail is set) does. It returns "" for an unknown device.
 func (ns *Netns) IPLink(name string, detail bool) string {
-	d := ns.byName[name]
+	d := ns.Device(name)
 	if d == nil {
 		return ""
 	}

@@ -52,10 +52,13 @@ type SCTPListener struct {
 }
 
 type sockets struct {
-	udp   map[uint16]*UDPSocket
-	tcp   map[uint16]*TCPListener
-	sctp  map[uint16]*SCTPListener
-	conns map[connKey]*TCPConn
+	udp map[uint16]*UDPSocket
+	// tcp holds the TCP listeners once a namespace has two or more; the
+	// only one is tcpOne until then (a pod listens on its one port).
+	tcp    map[uint16]*TCPListener
+	tcpOne *TCPListener
+	sctp   map[uint16]*SCTPListener
+	conns  map[connKey]*TCPConn
 	// udpHit and tcpHit remember the last socket a lookup found, under
 	// its port (the same flow's packets find the same socket), so most
 	// lookups need no map access; binding or closing a port clears them.
@@ -82,11 +85,45 @@ func (s *sockets) tcpListener(port uint16) *TCPListener {
 	if s.tcpHit != nil && s.tcpHitPort == port {
 		return s.tcpHit
 	}
-	l := s.tcp[port]
+	l := s.tcpBound(port)
 	if l != nil {
 		s.tcpHit, s.tcpHitPort = l, port
 	}
 	return l
+}
+
+// tcpBound is the TCP listener on port, or nil, without the last hit.
+func (s *sockets) tcpBound(port uint16) *TCPListener {
+	if l := s.tcpOne; l != nil {
+		if l.Port == port {
+			return l
+		}
+		return nil
+	}
+	return s.tcp[port]
+}
+
+// addTCP binds l (its port is free).
+func (s *sockets) addTCP(l *TCPListener) {
+	switch {
+	case s.tcp != nil:
+		s.tcp[l.Port] = l
+	case s.tcpOne == nil:
+		s.tcpOne = l
+	default:
+		s.tcp = map[uint16]*TCPListener{s.tcpOne.Port: s.tcpOne, l.Port: l}
+		s.tcpOne = nil
+	}
+	s.tcpHit = nil
+}
+
+// delTCP unbinds port.
+func (s *sockets) delTCP(port uint16) {
+	if s.tcpOne != nil && s.tcpOne.Port == port {
+		s.tcpOne = nil
+	}
+	delete(s.tcp, port)
+	s.tcpHit = nil
 }
 
 // ErrAddrInUse is returned when a port is already bound in the namespace:
@@ -118,15 +155,19 @@ func (ns *Netns) ListenUDP(port uint16, echo bool) (*UDPSocket, error) {
 
 // ListenTCP binds and listens on a TCP port (all addresses).
 func (ns *Netns) ListenTCP(port uint16) (*TCPListener, error) {
-	if _, ok := ns.sockets.tcp[port]; ok {
+	if ns.sockets.tcpBound(port) != nil {
 		return nil, &ErrAddrInUse{Netns: ns.Name, Proto: "tcp", Port: port}
 	}
-	l := &TCPListener{Port: port}
-	if ns.sockets.tcp == nil {
-		ns.sockets.tcp = map[uint16]*TCPListener{}
+	var l *TCPListener
+	if f := &ns.fixed; !f.tcpUsed {
+		// A pod's one listener: room made with the namespace.
+		f.tcpUsed = true
+		l = &f.tcp
+		*l = TCPListener{Port: port}
+	} else {
+		l = &TCPListener{Port: port}
 	}
-	ns.sockets.tcp[port] = l
-	ns.sockets.tcpHit = nil
+	ns.sockets.addTCP(l)
 	return l, nil
 }
 
@@ -157,8 +198,7 @@ func (ns *Netns) CloseUDP(port uint16) {
 
 // CloseTCP unbinds a TCP port.
 func (ns *Netns) CloseTCP(port uint16) {
-	delete(ns.sockets.tcp, port)
-	ns.sockets.tcpHit = nil
+	ns.sockets.delTCP(port)
 }
 
 // Send queues a locally generated IPv4 packet (ip without Ethernet header)
@@ -349,7 +389,7 @@ func (ns *Netns) sourceFor(dst [4]byte) [4]byte {
 func (ns *Netns) icmpError(w *Walk, orig *Packet, typ header.ICMPv4Type, code header.ICMPv4Code, mtu uint32) {
 	ip := orig.IPv4()
 	src, dst := [4]byte(ip[12:16]), [4]byte(ip[16:20])
-	if ip.FragmentOffset() != 0 || src == ([4]byte{}) || src[0] >= 224 || dst[0] >= 224 || ns.bcast[dst] || ns.bcast[src] {
+	if ip.FragmentOffset() != 0 || src == ([4]byte{}) || src[0] >= 224 || dst[0] >= 224 || ns.bcast.has(dst) || ns.bcast.has(src) {
 		return
 	}
 	if ip.Protocol() == ProtoICMP {
@@ -411,7 +451,7 @@ func (ns *Netns) icmpReceive(w *Walk, dev *Device, p *Packet) {
 		p.Release()
 		return
 	}
-	if (ns.bcast[dst] || dst == [4]byte{255, 255, 255, 255}) && ns.Sysctl.EchoIgnoreBroadcasts {
+	if (ns.bcast.has(dst) || dst == [4]byte{255, 255, 255, 255}) && ns.Sysctl.EchoIgnoreBroadcasts {
 		if p.Trace != nil {
 			ns.observe(w, p, dev, "icmp", trace.Delivered, "echo request to broadcast ignored (icmp_echo_ignore_broadcasts=1)")
 		}

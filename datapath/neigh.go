@@ -175,7 +175,7 @@ func (ns *Netns) age(e *neighEntry) {
 // that is not PERMANENT counts against the kernel's gc_thresh3 and fails
 // with "No buffer space available" when the table is full (see ARPTable).
 func (ns *Netns) SetNeigh(dev string, ip netip.Addr, mac MAC, state NeighState) error {
-	d := ns.byName[dev]
+	d := ns.Device(dev)
 	if d == nil {
 		return &ConfigError{Op: "neigh replace", Object: ip.String(), Reason: "Cannot find device \"" + dev + "\""}
 	}
@@ -202,7 +202,7 @@ func (ns *Netns) SetNeigh(dev string, ip netip.Addr, mac MAC, state NeighState) 
 
 // DeleteNeigh removes an entry (`ip neigh del`).
 func (ns *Netns) DeleteNeigh(dev string, ip netip.Addr) bool {
-	d := ns.byName[dev]
+	d := ns.Device(dev)
 	if d == nil || !ip.Is4() {
 		return false
 	}
@@ -403,7 +403,7 @@ func (ns *Netns) arpReceive(w *Walk, dev *Device, p *Packet) {
 	ns.arp.catchUp(ns.e.now)
 	k := mkNeighKey(dev.Index, a.SPA)
 	e := ns.neigh.m[k]
-	_, forUs := ns.local[a.TPA]
+	forUs := ns.local.has(a.TPA)
 	// A mesh peer's entry is PERMANENT: neither created nor updated.
 	meshed := false
 	if v := dev.vx; e == nil && v != nil && v.mesh != nil {

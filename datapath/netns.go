@@ -42,8 +42,11 @@ type Netns struct {
 	Name, Node string
 	Sysctl     Sysctls
 
-	e      *Engine
-	devs   []*Device
+	e    *Engine
+	devs []*Device
+	// byName holds the devices by name once the namespace has more than
+	// byNameMin of them (a node's host namespace, with a veth per pod);
+	// until then Device scans devs, and a pod's namespace makes no map.
 	byName map[string]*Device
 	// byIndex holds the devices by ifindex (nil where one was deleted);
 	// vxlans the VXLAN devices, in creation order: the walk looks both up
@@ -51,16 +54,17 @@ type Netns struct {
 	byIndex []*Device
 	vxlans  []*VXLAN
 	addrs   []Addr
-	local   map[[4]byte]*Device
-	bcast   map[[4]byte]bool
-	Routes  route.Table
-	neigh   neighTable
-	arp     *ARPTable
-	hooks   [numHooks]hookList
-	sockets sockets
-	owner   SocketOwner
-	lo      *Device
-	ipID    uint16
+	// local and bcast are the namespace's addresses and its subnets'
+	// broadcast addresses (the local table's local and broadcast routes).
+	local, bcast addrSet
+	Routes       route.Table
+	neigh        neighTable
+	arp          *ARPTable
+	hooks        [numHooks]hookList
+	sockets      sockets
+	owner        SocketOwner
+	lo           *Device
+	ipID         uint16
 	// addrGen changes with every change of local and bcast; dsts caches
 	// what destination addresses are to the namespace (dstcache.go), made
 	// when the namespace first looks a destination up: most of a large
@@ -73,28 +77,46 @@ type Netns struct {
 	fast *fastTable
 	// nextIfindex allocates ifindexes per namespace, as dev_new_index does.
 	nextIfindex int
+	// fixed is room for what every pod's namespace holds, allocated with
+	// the namespace instead of as objects of their own.
+	fixed netnsFixed
 }
+
+// netnsFixed is the fixed parts of a pod's namespace: its loopback
+// device, room for two devices (lo and eth0, ifindexes 1 and 2) and their
+// two addresses, and the first TCP listener bound in it.
+type netnsFixed struct {
+	lo    Device
+	devs  [6]*Device
+	addrs [2]Addr
+	// tcp is the first listener ListenTCP makes; tcpUsed is set once it
+	// is handed out (a later listener is an object of its own, even after
+	// this one is closed: the caller may still hold it).
+	tcp     TCPListener
+	tcpUsed bool
+}
+
+// byNameMin is the most devices a namespace finds by scanning devs; with
+// more it keeps them in the byName map.
+const byNameMin = 8
 
 // NewNetns creates a namespace with a loopback device lo (127.0.0.1/8, up),
 // as `ip netns add` plus `ip link set lo up` does.
 func (e *Engine) NewNetns(node, name string) *Netns {
-	devs := make([]*Device, 6)
 	ns := &Netns{
 		Name: name, Node: node, e: e,
-		// A pod's namespace holds lo and eth0 (ifindexes 1 and 2) and
-		// their two addresses: room for them in two allocations. The
-		// socket and neighbour maps are made by their first entry.
-		devs: devs[:0:2], byIndex: devs[2:2:6], addrs: make([]Addr, 0, 2),
-		byName: map[string]*Device{},
-		local:  map[[4]byte]*Device{},
-		bcast:  map[[4]byte]bool{},
 		Sysctl: Sysctls{DefaultTTL: 64, EchoIgnoreBroadcasts: true},
 	}
+	// A pod's namespace holds lo and eth0 (ifindexes 1 and 2) and their
+	// two addresses: room for them in the namespace itself. The name, socket
+	// and neighbour maps are made by their first entry beyond that.
+	f := &ns.fixed
+	ns.devs, ns.byIndex, ns.addrs = f.devs[:0:2], f.devs[2:2:6], f.addrs[:0:2]
 	// A route change changes the configuration generation: the replays
 	// (fastpath.go) need not check each namespace's table.
 	ns.Routes.SetNotify(&e.cfgGen)
 	ns.arp = e.arpTable(node)
-	lo, _ := ns.addDevice("lo", KindLoopback, MAC{}, 65536)
+	lo, _ := ns.addDevice(&f.lo, "lo", KindLoopback, MAC{}, 65536)
 	lo.up = true
 	ns.lo = lo
 	_ = ns.AddAddr("lo", netip.MustParsePrefix("127.0.0.1/8"))
@@ -108,23 +130,45 @@ func (ns *Netns) Engine() *Engine { return ns.e }
 func (ns *Netns) Devices() []*Device { return ns.devs }
 
 // Device returns the device named name, or nil.
-func (ns *Netns) Device(name string) *Device { return ns.byName[name] }
+func (ns *Netns) Device(name string) *Device {
+	if ns.byName != nil {
+		return ns.byName[name]
+	}
+	for _, d := range ns.devs {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
 
 // Addrs returns the namespace's addresses in the order they were added.
 func (ns *Netns) Addrs() []Addr { return ns.addrs }
 
-func (ns *Netns) addDevice(name string, kind DeviceKind, mac MAC, mtu int) (*Device, error) {
+// addDevice adds a device, kept in d when d is not nil (room allocated
+// with something else), in an object of its own otherwise.
+func (ns *Netns) addDevice(d *Device, name string, kind DeviceKind, mac MAC, mtu int) (*Device, error) {
 	if name == "" || len(name) > 15 {
 		return nil, &ConfigError{Op: "add device", Object: name, Reason: "name must be 1 to 15 characters (IFNAMSIZ)"}
 	}
-	if _, dup := ns.byName[name]; dup {
+	if ns.Device(name) != nil {
 		return nil, &ConfigError{Op: "add device", Object: name, Reason: "RTNETLINK answers: File exists"}
 	}
 	ns.nextIfindex++
 	ns.e.cfgGen++
-	d := &Device{Name: name, Index: ns.nextIfindex, Kind: kind, mac: mac, mtu: mtu, ns: ns}
+	if d == nil {
+		d = new(Device)
+	}
+	*d = Device{Name: name, Index: ns.nextIfindex, Kind: kind, mac: mac, mtu: mtu, ns: ns}
 	ns.devs = append(ns.devs, d)
-	ns.byName[name] = d
+	if ns.byName != nil {
+		ns.byName[name] = d
+	} else if len(ns.devs) > byNameMin {
+		ns.byName = make(map[string]*Device, 2*len(ns.devs))
+		for _, x := range ns.devs {
+			ns.byName[x.Name] = x
+		}
+	}
 	for len(ns.byIndex) <= d.Index {
 		ns.byIndex = append(ns.byIndex, nil)
 	}
@@ -138,14 +182,16 @@ func (ns *Netns) AddVeth(name string, peerNS *Netns, peerName string) (*Device, 
 	if peerNS == ns && name == peerName {
 		return nil, nil, &ConfigError{Op: "add veth", Object: name, Reason: "both ends have the same name"}
 	}
-	if _, dup := peerNS.byName[peerName]; dup {
+	if peerNS.Device(peerName) != nil {
 		return nil, nil, &ConfigError{Op: "add device", Object: peerName, Reason: "RTNETLINK answers: File exists"}
 	}
-	a, err := ns.addDevice(name, KindVeth, RandomMAC(ns.e.rng), 1500)
+	// The two ends are made and deleted together: one allocation.
+	pair := new([2]Device)
+	a, err := ns.addDevice(&pair[0], name, KindVeth, RandomMAC(ns.e.rng), 1500)
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := peerNS.addDevice(peerName, KindVeth, RandomMAC(ns.e.rng), 1500)
+	b, err := peerNS.addDevice(&pair[1], peerName, KindVeth, RandomMAC(ns.e.rng), 1500)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +202,7 @@ func (ns *Netns) AddVeth(name string, peerNS *Netns, peerName string) (*Device, 
 // AddBridge creates a Linux bridge device with a random MAC, as the CNI
 // bridge plugin does (it then pins that MAC so ports do not change it).
 func (ns *Netns) AddBridge(name string) (*Device, error) {
-	d, err := ns.addDevice(name, KindBridge, RandomMAC(ns.e.rng), 1500)
+	d, err := ns.addDevice(nil, name, KindBridge, RandomMAC(ns.e.rng), 1500)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +216,7 @@ func (ns *Netns) AddNIC(name string, mac MAC, mtu int) (*Device, error) {
 	if mac.IsMulticast() || mac.IsZero() {
 		return nil, &ConfigError{Op: "add device", Object: name, Reason: "MAC " + mac.String() + " is not a unicast address"}
 	}
-	return ns.addDevice(name, KindNIC, mac, mtu)
+	return ns.addDevice(nil, name, KindNIC, mac, mtu)
 }
 
 // AddDummy creates a dummy device (`ip link add NAME type dummy`) with a
@@ -178,13 +224,13 @@ func (ns *Netns) AddNIC(name string, mac MAC, mtu int) (*Device, error) {
 // namespace even while it is down (fib_add_ifaddr adds the local route
 // before checking IFF_UP), which is how kube-ipvs0 makes ClusterIPs local.
 func (ns *Netns) AddDummy(name string) (*Device, error) {
-	return ns.addDevice(name, KindDummy, RandomMAC(ns.e.rng), 1500)
+	return ns.addDevice(nil, name, KindDummy, RandomMAC(ns.e.rng), 1500)
 }
 
 // DeleteAddr removes an address from a device (`ip addr del A/N dev D`),
 // with its local entry.
 func (ns *Netns) DeleteAddr(dev string, p netip.Prefix) error {
-	d := ns.byName[dev]
+	d := ns.Device(dev)
 	if d == nil {
 		return &ConfigError{Op: "delete address", Object: dev, Reason: "Cannot find device"}
 	}
@@ -194,13 +240,13 @@ func (ns *Netns) DeleteAddr(dev string, p netip.Prefix) error {
 			ns.addrGen++
 			ns.e.cfgGen++
 			a4 := p.Addr().As4()
-			delete(ns.local, a4)
+			ns.local.del(a4)
 			if p.Bits() < 31 {
-				delete(ns.bcast, netipx.PrefixLastIP(p).As4())
+				ns.bcast.del(netipx.PrefixLastIP(p).As4())
 			}
 			for _, o := range ns.addrs {
 				if o.Prefix.Addr().As4() == a4 {
-					ns.local[a4] = o.Dev
+					ns.local.add(a4)
 				}
 			}
 			return nil
@@ -212,7 +258,7 @@ func (ns *Netns) DeleteAddr(dev string, p netip.Prefix) error {
 // SetMaster enslaves port to bridge (`ip link set dev P master B`). The
 // port's own MAC becomes a permanent local FDB entry.
 func (ns *Netns) SetMaster(port, bridgeName string) error {
-	p, b := ns.byName[port], ns.byName[bridgeName]
+	p, b := ns.Device(port), ns.Device(bridgeName)
 	switch {
 	case p == nil:
 		return &ConfigError{Op: "set master", Object: port, Reason: "Cannot find device"}
@@ -234,7 +280,7 @@ func (ns *Netns) SetMaster(port, bridgeName string) error {
 
 // SetMTU sets a device's MTU.
 func (ns *Netns) SetMTU(dev string, mtu int) error {
-	d := ns.byName[dev]
+	d := ns.Device(dev)
 	if d == nil {
 		return &ConfigError{Op: "set mtu", Object: dev, Reason: "Cannot find device"}
 	}
@@ -248,7 +294,7 @@ func (ns *Netns) SetMTU(dev string, mtu int) error {
 
 // SetUp brings a device up or down by name.
 func (ns *Netns) SetUp(dev string, up bool) error {
-	d := ns.byName[dev]
+	d := ns.Device(dev)
 	if d == nil {
 		return &ConfigError{Op: "set link", Object: dev, Reason: "Cannot find device"}
 	}
@@ -261,7 +307,7 @@ func (ns *Netns) SetUp(dev string, up bool) error {
 // local entry and, for prefixes shorter than /32, the connected route
 // (proto kernel scope link src A), as the kernel does.
 func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
-	d := ns.byName[dev]
+	d := ns.Device(dev)
 	if d == nil {
 		return &ConfigError{Op: "add address", Object: dev, Reason: "Cannot find device"}
 	}
@@ -283,12 +329,12 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 	ns.addrs = append(ns.addrs, Addr{Prefix: p, Dev: d, Secondary: secondary})
 	ns.addrGen++
 	ns.e.cfgGen++
-	ns.local[a4] = d
+	ns.local.add(a4)
 	if d.Kind == KindLoopback {
 		return nil
 	}
 	if p.Bits() < 31 {
-		ns.bcast[netipx.PrefixLastIP(p).As4()] = true
+		ns.bcast.add(netipx.PrefixLastIP(p).As4())
 	}
 	if p.Bits() < 32 {
 		r := route.Route{Dst: p.Masked(), Dev: d.Index, DevName: d.Name, Proto: route.ProtoKernel,
@@ -302,7 +348,7 @@ func (ns *Netns) AddAddr(dev string, p netip.Prefix) error {
 
 // IsBroadcast reports whether a is the broadcast address of one of the
 // namespace's subnets (the local table's broadcast routes).
-func (ns *Netns) IsBroadcast(a [4]byte) bool { return ns.bcast[a] }
+func (ns *Netns) IsBroadcast(a [4]byte) bool { return ns.bcast.has(a) }
 
 // AddrGen is the namespace's address generation: it changes with every
 // change to what IsLocal and IsBroadcast answer (a cache of an answer
@@ -310,7 +356,7 @@ func (ns *Netns) IsBroadcast(a [4]byte) bool { return ns.bcast[a] }
 func (ns *Netns) AddrGen() uint64 { return ns.addrGen }
 
 // IsLocal reports whether a is one of the namespace's addresses.
-func (ns *Netns) IsLocal(a [4]byte) bool { _, ok := ns.local[a]; return ok }
+func (ns *Netns) IsLocal(a [4]byte) bool { return ns.local.has(a) }
 
 // RouteSpec describes a route as `ip route add` takes it.
 type RouteSpec struct {
@@ -341,7 +387,7 @@ func (ns *Netns) addRoute(s RouteSpec, replace bool) error {
 	}
 	var d *Device
 	if s.Dev != "" {
-		if d = ns.byName[s.Dev]; d == nil {
+		if d = ns.Device(s.Dev); d == nil {
 			return &ConfigError{Op: "add route", Object: s.Dst.String(), Reason: "Cannot find device \"" + s.Dev + "\""}
 		}
 	}
@@ -808,7 +854,7 @@ func hex16(v uint16) string {
 // neighbour entries and bridge FDB entries go with it, and deleting one end
 // of a veth pair deletes the other.
 func (ns *Netns) DeleteDevice(name string) error {
-	d := ns.byName[name]
+	d := ns.Device(name)
 	if d == nil {
 		return &ConfigError{Op: "delete device", Object: name, Reason: "Cannot find device"}
 	}
@@ -832,14 +878,16 @@ func (ns *Netns) removeDevice(d *Device) {
 	if d.vx != nil {
 		ns.vxlans = slices.DeleteFunc(ns.vxlans, func(x *VXLAN) bool { return x == d.vx })
 	}
-	delete(ns.byName, d.Name)
+	if ns.byName != nil {
+		delete(ns.byName, d.Name)
+	}
 	var kept []Addr
 	ns.addrGen++
 	for _, a := range ns.addrs {
 		if a.Dev == d {
-			delete(ns.local, a.Prefix.Addr().As4())
+			ns.local.del(a.Prefix.Addr().As4())
 			if a.Prefix.Bits() < 31 {
-				delete(ns.bcast, netipx.PrefixLastIP(a.Prefix).As4())
+				ns.bcast.del(netipx.PrefixLastIP(a.Prefix).As4())
 			}
 			continue
 		}

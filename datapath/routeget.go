@@ -207,7 +207,7 @@ func (ns *Netns) RouteGet(dst netip.Addr) (RouteGetResult, error) {
 	if d[0] == 127 {
 		return RouteGetResult{Type: RouteLocal, Dst: dst, Dev: ns.lo.Name, Src: lo}, nil
 	}
-	if ns.bcast[d] {
+	if ns.bcast.has(d) {
 		for _, a := range ns.addrs {
 			if !a.Secondary && a.Prefix.Bits() < 31 && lastAddr(a.Prefix) == d {
 				return RouteGetResult{Type: RouteBroadcast, Dst: dst, Dev: a.Dev.Name, Src: a.Prefix.Addr()}, nil

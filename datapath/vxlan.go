@@ -72,7 +72,7 @@ func (ns *Netns) AddVXLAN(name string, cfg VXLANConfig) (*Device, error) {
 	}
 	mtu := 1500 - VXLANOverhead
 	if cfg.Dev != "" {
-		u := ns.byName[cfg.Dev]
+		u := ns.Device(cfg.Dev)
 		if u == nil {
 			return nil, &ConfigError{Op: "add vxlan", Object: name, Reason: "Cannot find device \"" + cfg.Dev + "\""}
 		}
@@ -88,7 +88,7 @@ func (ns *Netns) AddVXLAN(name string, cfg VXLANConfig) (*Device, error) {
 		// into as [min, max): 60999 itself is never chosen.
 		cfg.SrcPortMin, cfg.SrcPortMax = 32768, 60999
 	}
-	d, err := ns.addDevice(name, KindVXLAN, RandomMAC(ns.e.rng), mtu)
+	d, err := ns.addDevice(nil, name, KindVXLAN, RandomMAC(ns.e.rng), mtu)
 	if err != nil {
 		return nil, err
 	}

@@ -149,8 +149,11 @@ type Table struct {
 	// byLen is the maps, made by the first route beyond smallMax (nil
 	// while the table is small).
 	byLen *[33]map[uint32][]Route
-	// small holds the routes while byLen is nil.
+	// small holds the routes while byLen is nil, in buf while they fit
+	// (a pod's two: no allocation of their own). A Table is not copied
+	// once it holds a route.
 	small []Route
+	buf   [2]Route
 	// mapsOnly: routes always go to byLen (the reference the small
 	// tables are compared with).
 	mapsOnly bool
@@ -242,7 +245,7 @@ func (t *Table) insert(r Route) {
 	bits := r.Dst.Bits()
 	if !t.mapsOnly && t.byLen == nil && len(t.small) < smallMax {
 		if t.small == nil {
-			t.small = make([]Route, 0, 2)
+			t.small = t.buf[:0:len(t.buf)]
 		}
 		i := 0 // after every route not ordered after r (as the maps append)
 		for i < len(t.small) && !smallBefore(&r, &t.small[i]) {
@@ -260,6 +263,7 @@ func (t *Table) insert(r Route) {
 		for _, x := range small {
 			t.insertMap(x)
 		}
+		t.buf = [2]Route{} // keep no copies alive
 	}
 	t.insertMap(r)
 }
