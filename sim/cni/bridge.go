@@ -89,7 +89,7 @@ func BridgeAdd(host, podNS *datapath.Netns, containerID string, conf BridgeConf,
 	rng := host.Engine().Rand()
 	var hostVeth, eth0 *datapath.Device
 	for range 16 {
-		name := vethNameText(rng.Uint32(), conf.Text)
+		name := vethName(rng.Uint32(), conf.Text)
 		if host.Device(name) != nil {
 			continue
 		}
@@ -155,11 +155,9 @@ func BridgeDel(host, podNS *datapath.Netns, containerID string, alloc *ipam.Host
 }
 
 // vethName is "veth" and v in eight hex digits ("veth%08x"), made
-// without fmt (every pod's host-side veth is named so).
-func vethName(v uint32) string { return vethNameText(v, nil) }
-
-// vethNameText is vethName made by text (string when nil).
-func vethNameText(v uint32, text func([]byte) string) string {
+// without fmt (every pod's host-side veth is named so), by text (string
+// when nil).
+func vethName(v uint32, text func([]byte) string) string {
 	b := [12]byte{'v', 'e', 't', 'h'}
 	for i := 11; i >= 4; i-- {
 		b[i] = "0123456789abcdef"[v&0xf]
